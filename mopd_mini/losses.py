@@ -1,0 +1,270 @@
+"""The MOPD losses, and the GRPO advantage, as pure functions over tensors.
+
+Trainers call these. Nothing here knows about models or tokenizers; every input is a tensor of
+log-probs or logits that the trainer has already computed. Notation follows the paper: `pi_S`
+is the student, `pi_T` the teacher a completion was routed to, `y_t` the token the student
+sampled at position `t`, `M` the (B, T) completion mask (1 on generated tokens, float or bool).
+
+The three ways to pull the student toward its teacher on the student's own samples:
+
+  pg_loss          MOPD-PG, the paper's default: a REINFORCE loss whose per-token advantage is
+                   A_t = log pi_T(y_t) - log pi_S(y_t), clipped to [-c, c]. Needs only the
+                   log-prob of the sampled token from each model.
+  topk_reverse_kl  MOPD-Top-k: the reverse KL summed over the teacher's top-k tokens, with the
+                   bias correction `- p_S + p_T` that puts its minimum at p_S = p_T.
+  reverse_kl       the exact full-vocabulary reverse KL: the quantity the other two estimate.
+                   Chunked, so it never holds several (B, T, V) fp32 tensors at once.
+
+plus `policy_gradient_loss` (the REINFORCE surrogate that MOPD-PG and GRPO share) and
+`group_advantages` (GRPO's group-normalised reward, used to train the teachers).
+
+Aggregation, everywhere: token mean within each sequence, then mean over the batch,
+
+    masked_mean(x, M) = (1/B') sum_b (1/L_b) sum_t M_bt x_bt,    L_b = sum_t M_bt.
+
+Every loss returns `(loss, info)`; `info` holds detached tensors for logging and plots.
+
+Where this file departs from the paper:
+  * B' counts only sequences with at least one completion token (the paper divides by B); an
+    empty completion would otherwise pull the loss toward 0. A batch with no tokens gives 0.
+  * MOPD-PG has no importance weight and no PPO ratio clip: in a single process the student's
+    log-probs are recomputed in the training forward pass, so sampler and trainer agree.
+  * Log-probs are computed in fp32 (or fp64 if given) whatever the logits' dtype.
+  * Teachers are constants: no gradient ever flows into teacher log-probs or logits.
+"""
+
+import math
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+Info = dict[str, Tensor]
+
+_CHUNK_ELEMENTS = 1 << 24  # 2**24 fp32 numbers = 64 MB: the default size of one reverse_kl chunk
+
+
+def _check_shapes(fix: str, leading_dims: int | None = None, **tensors: Tensor) -> None:
+    """Raise a ValueError naming every shape unless the tensors agree on their leading dims."""
+    if len({t.shape[:leading_dims] for t in tensors.values()}) > 1:
+        given = ", ".join(f"{name} {tuple(t.shape)}" for name, t in tensors.items())
+        where = "" if leading_dims is None else f" in their first {leading_dims} dims"
+        raise ValueError(f"shapes must agree{where}, got {given}; {fix}")
+
+
+def _check_logits(**logits: Tensor) -> None:
+    """Raise a ValueError unless every logits tensor is 3-D (B, T, V)."""
+    for name, z in logits.items():
+        if z.dim() != 3:
+            raise ValueError(f"{name} must be 3-D (B, T, V), got {tuple(z.shape)}; "
+                             "add the missing batch or time dim with .unsqueeze()")
+
+
+def _compute_dtype(x: Tensor) -> torch.dtype:
+    """The dtype the maths is done in: at least fp32 (bf16/fp16 go up to fp32, fp64 stays fp64)."""
+    return torch.promote_types(x.dtype, torch.float32)
+
+
+def _upcast(x: Tensor) -> Tensor:
+    """x in its compute dtype."""
+    return x.to(_compute_dtype(x))
+
+
+def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
+    """Token mean within each sequence, then mean over the sequences that have tokens.
+
+        (1/B') sum_b (1/L_b) sum_t M_bt x_bt,   L_b = sum_t M_bt,   B' = #{b : L_b > 0}
+
+    x, mask: (B, T). Returns a scalar; `x.sum() * 0` (0, still in the graph) if no token is masked in.
+    """
+    _check_shapes("pass x and mask as (B, T)", x=x, mask=mask)
+    M = mask.to(x.dtype)                               # (B, T) M_bt
+    L = M.sum(dim=1)                                   # (B,)   L_b
+    per_seq = (M * x).sum(dim=1) / L.clamp(min=1)      # (B,)   (1/L_b) sum_t M_bt x_bt
+    has_tokens = L > 0                                 # (B,)   the B' sequences that count
+    if not has_tokens.any():
+        return x.sum() * 0
+    return per_seq[has_tokens].mean()
+
+
+def policy_gradient_loss(logprobs: Tensor, advantages: Tensor, mask: Tensor) -> tuple[Tensor, Info]:
+    """REINFORCE surrogate: its gradient is the policy gradient -E[A grad log pi(y_t)].
+
+        L = - masked_mean( stopgrad(A_bt) * log pi(y_bt) )
+
+    logprobs: (B, T) log-probs of the sampled tokens, with grad. advantages: (B, T) per token,
+    or (B,) / (B, 1) per sequence (GRPO), shared by all of its tokens. mask: (B, T).
+    info: `advantage` (B, T).
+    """
+    _check_shapes("pass logprobs and mask as (B, T)", logprobs=logprobs, mask=mask)
+    B, T = logprobs.shape
+    if tuple(advantages.shape) not in [(B, T), (B,), (B, 1)]:
+        raise ValueError(f"advantages must be (B, T), (B,) or (B, 1) = {(B, T)}, {(B,)} or {(B, 1)}, "
+                         f"got {tuple(advantages.shape)}; give one advantage per token or per sequence")
+    A = advantages.detach().reshape(B, -1).expand(B, T)   # (B, T) stopgrad(A), per sequence -> per token
+    loss = -masked_mean(A * logprobs, mask)
+    return loss, {"advantage": A}
+
+
+def pg_loss(student_logprobs: Tensor, teacher_logprobs: Tensor, mask: Tensor,
+            clip: float | None = 5.0) -> tuple[Tensor, Info]:
+    """MOPD-PG: policy gradient with the per-token advantage "teacher log-prob minus student log-prob".
+
+        A_t      = stopgrad( log pi_T(y_t) - log pi_S(y_t) )
+        A_t_clip = clip(A_t, -c, c)                           (c = `clip`; None: no clip)
+        L_PG     = - masked_mean( A_t_clip * log pi_S(y_t) )
+
+    Since E_{y~pi_S}[grad log pi_S(y)] = 0, the expected gradient of L_PG (unclipped) is the
+    gradient of the per-token reverse KL(pi_S || pi_T) at the visited prefixes: MOPD-PG is
+    REINFORCE with the advantage swapped, nothing else.
+
+    student_logprobs, teacher_logprobs, mask: (B, T), log-probs of the sampled tokens y_t.
+    info: `advantage_raw`, `advantage` (clipped), `clipped` (bool, masked tokens with |A_t| > c),
+    `sampled_kl` = log pi_S(y_t) - log pi_T(y_t) (the k1 estimate of the per-token reverse KL),
+    all (B, T); `clip_fraction`, the fraction of masked tokens clipped (scalar).
+    """
+    if clip is not None and not clip > 0:
+        raise ValueError(f"clip must be > 0, or None for no clip; got {clip}")
+    _check_shapes("pass (B, T) log-probs of the sampled tokens and a (B, T) mask",
+                  student_logprobs=student_logprobs, teacher_logprobs=teacher_logprobs, mask=mask)
+    c = math.inf if clip is None else clip
+    A_raw = (teacher_logprobs - student_logprobs).detach()   # (B, T) log pi_T(y_t) - log pi_S(y_t)
+    A_clip = A_raw.clamp(-c, c)                              # (B, T) clip(A_t, -c, c)
+    loss, _ = policy_gradient_loss(student_logprobs, A_clip, mask)
+    M = mask.bool()                                          # (B, T)
+    clipped = (A_raw.abs() > c) & M                          # (B, T) tokens where the clip binds
+    return loss, {
+        "advantage_raw": A_raw,
+        "advantage": A_clip,
+        "clipped": clipped,
+        "clip_fraction": clipped.sum() / M.sum().clamp(min=1),
+        "sampled_kl": -A_raw,                                # k1: log pi_S(y_t) - log pi_T(y_t)
+    }
+
+
+def topk_reverse_kl(student_logits: Tensor, teacher_topk_ids: Tensor, teacher_topk_logprobs: Tensor,
+                    mask: Tensor, correction: bool = True) -> tuple[Tensor, Info]:
+    """MOPD-Top-k: reverse KL over the teacher's top-k tokens, bias-corrected.
+
+        per_token_t = sum_{v in TopK_T(t)} [ p_S(v) (log p_S(v) - log p_T(v)) - p_S(v) + p_T(v) ]
+        L_topk      = masked_mean(per_token)
+
+    p_S(v) is the student's full-vocabulary probability gathered at v (no renormalisation over
+    the set). Each summand is a generalised KL term: >= 0, with derivative log(p_S(v) / p_T(v))
+    in p_S(v), so the minimum is at p_S = p_T on the set. `correction=False` drops `- p_S + p_T`:
+    that truncated sum is NOT minimised at p_S = p_T (the student lowers it by moving mass off
+    the set).
+
+    student_logits: (B, T, V), any float dtype. teacher_topk_ids: (B, T, k) long.
+    teacher_topk_logprobs: (B, T, k), the teacher's full-vocabulary log-probs at those ids.
+    mask: (B, T). info: `per_token`, `student_topk_mass` = sum_{v in TopK} p_S(v),
+    `teacher_topk_mass` = sum_{v in TopK} p_T(v), all (B, T) at every position.
+
+    Memory: one log-sum-exp over V and a gather of k logits, never a (B, T, V) log_softmax. With
+    bf16 logits the fp32 upcast is still one (B, T, V) copy; at a large V, slice the logits to
+    the completion positions before calling.
+    """
+    _check_logits(student_logits=student_logits)
+    _check_shapes("pass top-k ids, top-k log-probs and mask for the (B, T) positions of the logits",
+                  leading_dims=2, student_logits=student_logits, teacher_topk_ids=teacher_topk_ids,
+                  teacher_topk_logprobs=teacher_topk_logprobs, mask=mask)
+    _check_shapes("pass one log-prob per top-k id", teacher_topk_ids=teacher_topk_ids,
+                  teacher_topk_logprobs=teacher_topk_logprobs)
+    V, k = student_logits.shape[-1], teacher_topk_ids.shape[-1]
+    if not 1 <= k <= V:
+        raise ValueError(f"k must be between 1 and V = {V}, got k = {k}; take a top-k with k <= V")
+    z = _upcast(student_logits)                                  # (B, T, V) fp32 (a copy if bf16)
+    lse = z.logsumexp(dim=-1, keepdim=True)                      # (B, T, 1) log sum_v exp z_v
+    log_p_S = z.gather(-1, teacher_topk_ids) - lse               # (B, T, k) log p_S(v) = z_v - lse
+    log_p_T = _upcast(teacher_topk_logprobs.detach())            # (B, T, k) log p_T(v), a constant
+    p_S, p_T = log_p_S.exp(), log_p_T.exp()                      # (B, T, k)
+    per_token = (p_S * (log_p_S - log_p_T)).sum(dim=-1)          # (B, T) sum_v p_S log(p_S / p_T)
+    if correction:
+        per_token = per_token + (p_T - p_S).sum(dim=-1)          # (B, T) ... - p_S(v) + p_T(v)
+    return masked_mean(per_token, mask), {
+        "per_token": per_token.detach(),
+        "student_topk_mass": p_S.sum(dim=-1).detach(),
+        "teacher_topk_mass": p_T.sum(dim=-1),
+    }
+
+
+def _kl_rows(z_S: Tensor, z_T: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """For a chunk of logit rows (n, V): p_S, log(p_S / p_T) (n, V) and KL(p_S || p_T) (n,), in fp32."""
+    log_p_S = torch.log_softmax(_upcast(z_S), dim=-1)               # (n, V)
+    log_ratio = log_p_S - torch.log_softmax(_upcast(z_T), dim=-1)   # (n, V) log p_S(v) - log p_T(v)
+    p_S = log_p_S.exp()                                             # (n, V)
+    return p_S, log_ratio, (p_S * log_ratio).sum(dim=-1)            # KL = sum_v p_S(v) log(p_S/p_T)
+
+
+class _ChunkedReverseKL(torch.autograd.Function):
+    """Per-row KL(p_S || p_T) over (N, V) logits, a chunk of rows at a time, forward and backward.
+
+    Forward saves only its inputs; backward recomputes each chunk. So at most one chunk's worth
+    of fp32 (n, V) temporaries is alive at a time, instead of several (N, V) ones.
+    """
+
+    @staticmethod
+    def forward(ctx, z_S: Tensor, z_T: Tensor, rows: Tensor, chunk_size: int) -> Tensor:
+        """z_S, z_T: (N, V) logits; rows: (R,) the row indices to compute. Returns KL (N,), 0 off `rows`."""
+        ctx.save_for_backward(z_S, z_T, rows)
+        ctx.chunk_size = chunk_size
+        kl = torch.zeros(len(z_S), dtype=_compute_dtype(z_S), device=z_S.device)   # (N,)
+        for idx in rows.split(chunk_size):                                       # (n,) row indices
+            kl[idx] = _kl_rows(z_S[idx], z_T[idx])[-1]                           # KL_t of these rows
+        return kl
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_kl: Tensor) -> tuple[Tensor, None, None, None]:
+        z_S, z_T, rows = ctx.saved_tensors
+        grad = torch.zeros_like(z_S)                # (N, V) in the logits' dtype; rows not computed get 0
+        for idx in rows.split(ctx.chunk_size):
+            p_S, log_ratio, kl = _kl_rows(z_S[idx], z_T[idx])    # recompute rather than store
+            # dKL_t / dz_S(v) = p_S(v) * (log p_S(v) - log p_T(v) - KL_t), times the upstream dL/dKL_t
+            grad[idx] = (p_S * (log_ratio - kl[:, None]) * grad_kl[idx, None]).to(grad.dtype)
+        return grad, None, None, None               # the teacher's logits are constants
+
+
+def reverse_kl(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
+               chunk_size: int | None = None) -> tuple[Tensor, Info]:
+    """Exact full-vocabulary reverse KL, per token, averaged with masked_mean.
+
+        KL_t = sum_v p_S(v) (log p_S(v) - log p_T(v)),     L_KL = masked_mean(KL)
+
+    student_logits, teacher_logits: (B, T, V), any float dtype; mask: (B, T). Only masked-in
+    positions are computed, `chunk_size` rows at a time (default: ~64 MB of fp32 per chunk), in
+    the forward and again in the backward, so memory stays flat at V = 151,936. Gradient flows
+    to student_logits only. info: `kl` (B, T), 0 at positions outside the mask.
+    """
+    _check_logits(student_logits=student_logits, teacher_logits=teacher_logits)
+    _check_shapes("pass student and teacher logits over the same positions and vocabulary",
+                  student_logits=student_logits, teacher_logits=teacher_logits)
+    _check_shapes("pass a (B, T) mask for (B, T, V) logits", leading_dims=2,
+                  student_logits=student_logits, mask=mask)
+    B, T, V = student_logits.shape
+    if chunk_size is None:
+        chunk_size = max(1, _CHUNK_ELEMENTS // V)
+    rows = mask.reshape(B * T).nonzero().squeeze(1)          # (R,) flat positions of completion tokens
+    kl = _ChunkedReverseKL.apply(student_logits.reshape(B * T, V), teacher_logits.reshape(B * T, V),
+                                 rows, chunk_size).view(B, T)  # (B, T) KL_t
+    return masked_mean(kl, mask), {"kl": kl.detach()}
+
+
+def group_advantages(rewards: Tensor, eps: float = 1e-6) -> tuple[Tensor, Tensor]:
+    """GRPO advantages: each reward normalised within its group of completions of one prompt.
+
+        A_pg = (r_pg - mean_g r_p) / (std_g r_p + eps)      (population std)
+
+    rewards: (P, G), P prompts x G completions each. Returns advantages (P, G) and keep (P,) bool:
+    the groups whose rewards are not all equal. A zero-variance group carries no signal (every
+    advantage is 0) and the trainer skips it; its advantages are returned as exactly 0.
+    """
+    if rewards.dim() != 2:
+        raise ValueError(f"rewards must be (P, G) = (prompts, group size), got {tuple(rewards.shape)}; "
+                         "reshape with rewards.view(P, G)")
+    r = _upcast(rewards)                                   # (P, G)
+    mean = r.mean(dim=1, keepdim=True)                     # (P, 1)
+    std = r.std(dim=1, correction=0, keepdim=True)         # (P, 1) population std (unbiased=False)
+    keep = (r != r[:, :1]).any(dim=1)                      # (P,) some reward differs: variance > 0
+    A = (r - mean) / (std + eps)                           # (P, G)
+    return torch.where(keep[:, None], A, 0.0), keep
