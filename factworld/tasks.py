@@ -1,0 +1,196 @@
+"""FactWorld's two task families, as deterministic text generators.
+
+binding  last-write-wins state tracking: a stream of `s{i} gives o{k} to g{j}.` events, then
+         `who is the final holder of o{k}?`; the gold answer is the recipient of the LAST event
+         that moved the queried object.
+recall   in-context associative recall: N facts `g{i}'s a0 is v{k}.`, then
+         `what is a0 of g{i}?`; the gold answer is that agent's value.
+
+The text is compatible with the original FactWorld (github.com/ianbarber/factworld): same
+sentence, question and answer shapes, so a prompt or an answer from one reads the same in the
+other. This file is our own implementation, written from the task description.
+
+Two properties hold by construction:
+- determinism: an example is a pure function of (task, knobs, split, length, index, seed);
+- disjoint splits: every candidate example is assigned to train or test by a hash of its TEXT,
+  and a generator keeps drawing candidates until one lands in the requested split, so no prompt
+  can ever be in both splits (for any seeds, indices or call order).
+
+Pure standard library: this package knows nothing of models or tokenizers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import operator
+import random
+from dataclasses import dataclass, field
+
+TASKS = ("binding", "recall")
+SPLITS = ("train", "test")
+ANSWER_STYLES = ("short", "trace")
+
+# The original experiment's settings (FactWorld's MOPD run on Qwen3-1.7B).
+DEFAULT_KNOBS = {
+    "binding": {"n_agents": 5, "n_objects": 8, "n_active": 4},
+    "recall": {"agent_pool": 64, "value_vocab": 128},
+}
+KNOB_HELP = {
+    "n_agents": "binding: agents g0..g{n-1} that can receive an object",
+    "n_objects": "binding: object vocabulary o0..o{n-1}",
+    "n_active": "binding: objects that move in one stream (2 <= n_active <= n_objects)",
+    "agent_pool": "recall: agent vocabulary g0..g{n-1}; the N facts use N distinct agents",
+    "value_vocab": "recall: value vocabulary v0..v{n-1}; values are drawn without replacement",
+}
+# Every word the templates below write besides entities (g*, o*, v*, s*) and punctuation.
+FUNCTION_WORDS = ("gives", "to", "who", "is", "the", "final", "holder", "of", "what", "a0", "'s")
+TEST_FRACTION = 0.2  # share of the text space that belongs to the test split
+MAX_DRAWS = 10_000  # candidates tried before a split is declared empty for these knobs
+
+
+@dataclass(frozen=True)
+class Example:
+    """One FactWorld example. `prompt` is the raw task text; `answer` is the gold, e.g. `g3.`"""
+
+    task: str
+    split: str
+    length: int
+    index: int
+    seed: int
+    prompt: str
+    answer: str
+    answer_style: str = "short"
+    knobs: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def answer_token(self) -> str:
+        """The final answer token without its period (the last token of a trace answer)."""
+        return self.answer.rstrip(".").split()[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# the two samplers: rng -> (statements, question, short answer token, trace tokens)
+# ---------------------------------------------------------------------------------------------
+
+
+def _binding(rng: random.Random, length: int, n_agents: int, n_objects: int, n_active: int):
+    """Uniform-last-write sampler ("v2"): the queried object's last write sits at a position p
+    drawn uniformly from [floor(0.1 L), L - 2], so recency is no shortcut."""
+    active = rng.sample(range(n_objects), n_active)
+    queried = rng.choice(active)
+    others = [o for o in active if o != queried]
+    last = rng.randint(length // 10, length - 2)  # p: never the final event
+    events = []  # (object, recipient) per step
+    for step in range(length):
+        if step == last:
+            obj = queried
+        elif step > last:
+            obj = rng.choice(others)  # after p, only the OTHER objects move
+        else:
+            obj = rng.choice(active)
+        events.append((obj, rng.randrange(n_agents)))
+    statements = [f"s{i} gives o{o} to g{a}." for i, (o, a) in enumerate(events)]
+    holders = [f"g{a}" for o, a in events if o == queried]  # the queried object's trail
+    return statements, f"who is the final holder of o{queried}?", holders[-1], holders
+
+
+def _recall(rng: random.Random, length: int, agent_pool: int, value_vocab: int):
+    """N = length facts about N distinct agents, values without replacement (a fresh map)."""
+    agents = rng.sample(range(agent_pool), length)
+    values = rng.sample(range(value_vocab), length)
+    statements = [f"g{g}'s a0 is v{v}." for g, v in zip(agents, values)]
+    i = rng.randrange(length)
+    fact = statements[i].rstrip(".").split()  # the trace is the matching fact itself
+    return statements, f"what is a0 of g{agents[i]}?", f"v{values[i]}", fact
+
+
+SAMPLERS = {"binding": _binding, "recall": _recall}
+
+
+# ---------------------------------------------------------------------------------------------
+# knobs, keys and splits
+# ---------------------------------------------------------------------------------------------
+
+
+def _integer(name: str, value) -> int:
+    """value as a plain int (numpy integers too), or a ValueError naming the knob."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+
+
+def resolve_knobs(task: str, length: int, **knobs) -> dict:
+    """The task's default knobs updated by `knobs`, checked; raises ValueError naming the fix."""
+    if task not in TASKS:
+        raise ValueError(f"unknown FactWorld task {task!r}; valid tasks: {', '.join(TASKS)}")
+    unknown = set(knobs) - set(DEFAULT_KNOBS[task])
+    if unknown:
+        valid = ", ".join(f"{k} ({KNOB_HELP[k]})" for k in DEFAULT_KNOBS[task])
+        raise ValueError(f"unknown knob(s) {sorted(unknown)} for task {task!r}; valid: {valid}")
+    k = {**DEFAULT_KNOBS[task], **{name: _integer(name, v) for name, v in knobs.items()}}
+    length = _integer("length", length)
+    if length < 2:
+        raise ValueError(f"length must be an integer >= 2, got {length!r}")
+    problems = []
+    if task == "binding":
+        if k["n_agents"] < 2:
+            problems.append(f"n_agents={k['n_agents']} must be >= 2")
+        if not 2 <= k["n_active"] <= k["n_objects"]:
+            problems.append(
+                f"n_active={k['n_active']} must be between 2 and n_objects={k['n_objects']} "
+                "(more active objects than objects, or too few to keep the last write hidden)"
+            )
+    else:
+        if length > k["agent_pool"]:
+            problems.append(f"length (pool size) {length} > agent_pool={k['agent_pool']}: raise agent_pool")
+        if length > k["value_vocab"]:
+            problems.append(f"length (pool size) {length} > value_vocab={k['value_vocab']}: raise value_vocab")
+    if problems:
+        raise ValueError(f"FactWorld {task} knobs out of range: " + "; ".join(problems))
+    return k
+
+
+def split_of(prompt: str) -> str:
+    """The split a prompt belongs to, from a hash of its text alone."""
+    h = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big")
+    return "test" if h / 2**64 < TEST_FRACTION else "train"
+
+
+def _rng(task, knobs, split, length, index, seed, draw) -> random.Random:
+    key = f"{task}|{sorted(knobs.items())}|{split}|{length}|{index}|{seed}|{draw}"
+    return random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big"))
+
+
+def make_example(task, split, length, index, seed=0, answer_style="short", **knobs) -> Example:
+    """The example at one key: draw candidates until one falls in `split` (by its text hash)."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
+    if answer_style not in ANSWER_STYLES:
+        raise ValueError(f"unknown answer_style {answer_style!r}; valid: {', '.join(ANSWER_STYLES)}")
+    k = resolve_knobs(task, length, **knobs)
+    length, index, seed = _integer("length", length), _integer("index", index), _integer("seed", seed)
+    for draw in range(MAX_DRAWS):
+        rng = _rng(task, k, split, length, index, seed, draw)
+        statements, question, answer, trace = SAMPLERS[task](rng, length, **k)
+        prompt = " ".join(statements + [question])
+        if split_of(prompt) == split:
+            gold = " ".join(trace) if answer_style == "trace" else answer
+            return Example(task, split, length, index, seed, prompt, gold + ".", answer_style, k)
+    raise ValueError(f"no {split} example found in {MAX_DRAWS} draws: the knobs {k} at length "
+                     f"{length} leave too few distinct {task} prompts; enlarge the vocabularies")
+
+
+def generate(task: str, split: str = "train", n: int = 1, length: int | None = None, seed: int = 0,
+             *, start: int = 0, answer_style: str = "short", **knobs) -> list[Example]:
+    """`n` examples of `task` at `length`, with indices start .. start + n - 1.
+
+    Knobs (defaults are the original experiment's): binding n_agents=5, n_objects=8, n_active=4;
+    recall agent_pool=64, value_vocab=128. `answer_style="trace"` makes the gold a short chain of
+    evidence ending in the answer (binding: every holder of the queried object, in order;
+    recall: the matching fact)."""
+    if length is None:
+        raise ValueError("generate() needs a length (binding: events in the stream; recall: facts)")
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    return [make_example(task, split, length, start + i, seed, answer_style, **knobs) for i in range(n)]
