@@ -1,0 +1,48 @@
+# The whole set-up is two commands (see README.md):
+#   make course   create .venv, install, execute every notebook into build/notebooks/
+#   make test     the whole test suite, notebooks included (what CI runs)
+#
+# PY=python make ...   uses the active environment instead of .venv (e.g. a conda env from
+# environment.yml, or one that already holds a CUDA build of torch, which is then kept).
+
+VENV    ?= .venv
+PY      ?= $(VENV)/bin/python
+TORCH   ?= torch==2.13.0
+CPU_IDX ?= https://download.pytorch.org/whl/cpu
+STAMP   := build/.installed-$(subst /,_,$(PY))
+
+.PHONY: install course test test-fast pretrain bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@if [ "$(PY)" = "$(VENV)/bin/python" ] && [ ! -x "$(PY)" ]; then python3 -m venv $(VENV); fi
+	@if $(PY) -c "import torch" 2>/dev/null; then \
+	    echo "torch $$($(PY) -c 'import torch; print(torch.__version__)') is installed: kept"; \
+	elif command -v nvidia-smi >/dev/null 2>&1; then \
+	    echo "NVIDIA GPU found: installing the default (CUDA) build of torch"; \
+	    $(PY) -m pip install torch; \
+	else \
+	    echo "no GPU: installing the CPU build of torch (no multi-GB CUDA download)"; \
+	    $(PY) -m pip install "$(TORCH)" --index-url $(CPU_IDX); \
+	fi
+	$(PY) -m pip install -e ".[dev]"
+	@mkdir -p build && touch $@
+
+# Execute every notebook top to bottom on the tiny default; executed copies go to build/notebooks/.
+course: install
+	$(PY) -m mopd_mini.course --out build/notebooks
+
+# Unit tests, short end-to-end runs, and every notebook (nbmake) in the fast CI mode.
+test: install
+	MOPD_FAST=1 $(PY) -m pytest -n 2 --nbmake tests notebooks
+
+# The stage-1 pretraining of the shipped tiny base (about 3 CPU minutes; the course never needs it).
+pretrain: install
+	$(PY) -m mopd_mini.pretrain
+
+bench: install
+	$(PY) -m bench.run_all
+
+clean:
+	rm -rf build runs notebooks/runs .pytest_cache

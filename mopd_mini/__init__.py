@@ -1,0 +1,27 @@
+"""mopd_mini: Multi-Teacher On-Policy Distillation at course scale.
+
+Every model is a LoRA adapter on ONE frozen base: per-domain teachers trained by GRPO, and a
+student distilled from all of them on its own rollouts, each rollout scored by its own domain's
+teacher, minimising the per-token reverse KL. The tree reads as the pipeline:
+
+    models, tokenizer   the base (tiny, shipped; or Qwen3-1.7B)     load_base
+    adapters            the LoRA bank on that base                  AdapterBank
+    rollout             prompts, on-policy sampling, masks          sample, generate_answers
+    teachers            routed teacher scoring                      teachers.score
+    losses              pg_loss, topk_reverse_kl, reverse_kl        (pure tensor functions)
+    grpo, distill       stage 2 (teachers) and stage 3 (MOPD)       train_teacher, train_student
+    evaluate            accuracy, floors, the normalised score      evaluate, normalised_scores
+"""
+
+from . import losses
+from .adapters import BASE, AdapterBank, LoraSettings
+from .distill import MOPDConfig, train_student
+from .domains import DOMAINS, Domain, get_domains
+from .evaluate import evaluate, format_scores, format_table, normalised_scores
+from .grpo import GRPOConfig, train_teacher
+from .models import QWEN3_ID, QWEN3_RANDOM, TINY, load_base
+from .rollout import generate_answers, sample
+
+__all__ = ["load_base", "generate_answers", "sample", "AdapterBank", "LoraSettings", "BASE", "GRPOConfig",
+           "train_teacher", "MOPDConfig", "train_student", "evaluate", "normalised_scores", "format_table",
+           "format_scores", "Domain", "DOMAINS", "get_domains", "losses", "TINY", "QWEN3_ID", "QWEN3_RANDOM"]

@@ -1,0 +1,231 @@
+"""The LoRA bank: every model in the course is a named adapter on ONE frozen base.
+
+    bank = AdapterBank(*load_base("tiny"))
+    bank.create("teacher_binding")            # fresh: B = 0, so it starts exactly AT the base
+    bank.load("teacher_recall", "runs/course/teacher_recall")
+    with bank.use("teacher_binding"): ...     # one adapter active;  bank.use(BASE): none
+    bank.save("student", "runs/course/student")
+
+Because teachers and student share the base weights, "same origin" (the paper's condition for
+a small initial KL) holds by construction, and two teachers plus a student cost one base model
+of memory. The paper trains full models; LoRA is the course's substitution (as in the FactWorld
+experiment: r = 16, alpha = 32, all linear layers, dropout 0).
+
+Adapter folders are peft's own format (`PeftModel.from_pretrained(base, folder)` loads one),
+plus `mopd_mini.json`, the fingerprint of the base and tokenizer an adapter was trained on:
+loading an adapter of another origin is refused unless `allow_foreign=True`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model, load_peft_weights, set_peft_model_state_dict
+
+BASE = "base"  # the name that means "adapters disabled"
+ORIGIN_FILE = "mopd_mini.json"
+
+
+@dataclass
+class LoraSettings:
+    """LoRA hyper-parameters (defaults: the FactWorld MOPD experiment's)."""
+
+    r: int = 16
+    """rank of the update  delta W = (alpha / r) B A"""
+    alpha: int = 32
+    """scaling numerator"""
+    dropout: float = 0.0
+    """dropout on the adapter's input"""
+    target_modules: str | tuple[str, ...] = "all-linear"
+    """which linear layers get an adapter ("all-linear": every one but the output head)"""
+
+    def peft_config(self) -> LoraConfig:
+        targets = self.target_modules if isinstance(self.target_modules, str) else list(self.target_modules)
+        return LoraConfig(r=self.r, lora_alpha=self.alpha, lora_dropout=self.dropout,
+                          target_modules=targets, init_lora_weights=True, task_type="CAUSAL_LM")
+
+
+def origin_of(base, tokenizer) -> dict:
+    """What makes two models "of the same origin": the base weights and the tokenizer."""
+    cfg = base.config
+    emb = base.get_input_embeddings().weight
+    sample = (emb[:64, :64].detach().float().cpu() * 1000).round().to(torch.int32).numpy().tobytes()
+    dims = f"{cfg.model_type}|{cfg.vocab_size}|{cfg.hidden_size}|{cfg.num_hidden_layers}"
+    vocab = json.dumps(sorted(tokenizer.get_vocab().items()))
+    return {"base": hashlib.sha256(dims.encode() + sample).hexdigest()[:16],
+            "tokenizer": hashlib.sha256(vocab.encode()).hexdigest()[:16],
+            "base_name": str(getattr(cfg, "_name_or_path", "") or "")}
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write to a temporary name, then rename: a kill mid-write leaves the old file intact."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class AdapterBank:
+    """Named LoRA adapters on one frozen base. `model` is the peft model once one adapter exists."""
+
+    def __init__(self, base, tokenizer, lora: LoraSettings | None = None):
+        base.requires_grad_(False)
+        self.base, self.tokenizer = base, tokenizer
+        self.lora = lora or LoraSettings()
+        self.model = base  # becomes a PeftModel at the first create/load
+        self.origin = origin_of(base, tokenizer)
+
+    # -- what is in the bank ------------------------------------------------------------------
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.model.peft_config) if isinstance(self.model, PeftModel) else []
+
+    def check(self, name: str) -> str:
+        """`name` if it is an adapter in the bank (or BASE); else a ValueError listing them."""
+        if name != BASE and name not in self.names:
+            raise ValueError(f"unknown adapter {name!r}; the bank holds: {[BASE] + self.names}")
+        return name
+
+    def parameters(self, name: str) -> dict[str, torch.nn.Parameter]:
+        """The adapter's own weights (lora_A / lora_B of every wrapped layer), by name."""
+        self.check(name)
+        return {n: p for n, p in self.model.named_parameters() if f".{name}." in n and "lora_" in n}
+
+    # -- create, load, save -------------------------------------------------------------------
+
+    def create(self, name: str, lora: LoraSettings | None = None, seed: int = 0) -> None:
+        """A fresh adapter: A random (seeded), B = 0, so delta W = B A = 0 and it starts AT the base.
+        An adapter of the same name is replaced (re-running a notebook cell does not stack)."""
+        self._add(name, (lora or self.lora).peft_config(), seed)
+
+    def load(self, name: str, path: str | Path, allow_foreign: bool = False) -> None:
+        """Load a saved adapter (peft folder) under `name`, frozen. Refuses another origin; on a
+        corrupt folder raises and leaves the bank as it was (minus any adapter of that name)."""
+        path = Path(path)
+        if not (path / "adapter_config.json").exists():
+            raise FileNotFoundError(f"no adapter at {path} (adapter_config.json missing); train it first "
+                                    f"or check the path (saved adapters live in runs/<experiment>/<name>/)")
+        self._check_origin(path, allow_foreign)
+        try:
+            self._add(name, LoraConfig.from_pretrained(str(path)), seed=0)
+            weights = load_peft_weights(str(path), device=str(self.base.device))
+            result = set_peft_model_state_dict(self.model, weights, adapter_name=name)
+            missing = [k for k in result.missing_keys if f".{name}." in k and "lora_" in k]
+            if missing or result.unexpected_keys:
+                raise ValueError(f"weights do not fit: missing {missing[:3]}, unexpected {result.unexpected_keys[:3]}")
+        except Exception as err:  # a corrupt or truncated file, or an adapter of another shape
+            self._drop(name)
+            raise ValueError(f"could not load the adapter at {path}: {err}. Delete the folder and "
+                             "re-create the adapter (re-run the training that made it).") from err
+        self._settle()
+
+    def _add(self, name: str, config: LoraConfig, seed: int) -> None:
+        """Replace-or-add an adapter with this config; A drawn from `seed`, B = 0."""
+        if name == BASE:
+            raise ValueError(f"{BASE!r} is reserved for the adapter-free base; pick another name")
+        self._drop(name)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            if isinstance(self.model, PeftModel):
+                self.model.add_adapter(name, config)
+            else:
+                self.model = get_peft_model(self.base, config, adapter_name=name)
+        self._settle()
+
+    def _drop(self, name: str) -> None:
+        if name not in self.names:
+            return
+        if len(self.names) == 1:
+            self.model = self.model.unload()  # back to the plain base: its LoRA layers removed
+        else:
+            self.model.delete_adapter(name)
+        self._settle()
+
+    def _settle(self) -> None:
+        """The bank's resting state: eval mode (trainers switch to train mode only for the
+        student's own forward) and EVERY adapter frozen (`use(..., trainable=True)` unfreezes one)."""
+        self.model.eval()
+        for n, p in self.model.named_parameters():
+            if "lora_" in n:
+                p.requires_grad_(False)
+
+    def save(self, name: str, path: str | Path) -> Path:
+        """Save `name` as a peft folder (plus its origin); files are swapped in atomically."""
+        path = Path(path)
+        self.check(name)
+        with tempfile.TemporaryDirectory(dir=path.parent if path.parent.exists() else None) as tmp:
+            self.model.save_pretrained(tmp, selected_adapters=[name])
+            src = Path(tmp) / name  # peft writes a non-default adapter into a sub-folder
+            src = src if src.exists() else Path(tmp)
+            (src / ORIGIN_FILE).write_text(json.dumps(self.origin, indent=1))
+            path.mkdir(parents=True, exist_ok=True)
+            for f in src.iterdir():
+                os.replace(f, path / f.name)
+        return path
+
+    def _check_origin(self, path: Path, allow_foreign: bool) -> None:
+        saved = json.loads((path / ORIGIN_FILE).read_text()) if (path / ORIGIN_FILE).exists() else None
+        if saved is None or allow_foreign:
+            return
+        differs = [k for k in ("base", "tokenizer") if saved.get(k) != self.origin[k]]
+        if differs:
+            raise ValueError(
+                f"the adapter at {path} was trained on another {' and '.join(differs)} "
+                f"({saved.get('base_name')!r}) than this bank's ({self.origin['base_name']!r}); its "
+                "token ids or weights would not mean the same here. Pass allow_foreign=True to load it "
+                "anyway (the same-origin ablation does this on purpose).")
+
+    # -- which adapter runs -------------------------------------------------------------------
+
+    def freeze(self, name: str) -> None:
+        for p in self.parameters(name).values():
+            p.requires_grad_(False)
+
+    @contextmanager
+    def use(self, name: str, trainable: bool = False):
+        """Run with exactly one adapter active (BASE: none); `trainable` unfreezes that adapter only.
+        Every other adapter stays frozen, and the previous state comes back on exit."""
+        self.check(name)
+        if not self.names:  # no adapter yet: the model is the plain base
+            yield self.model
+            return
+        previous = self.model.active_adapter
+        grads = {p: p.requires_grad for n, p in self.model.named_parameters() if "lora_" in n}
+        try:
+            if name == BASE:
+                with self.model.disable_adapter():
+                    yield self.model
+            else:
+                self.model.set_adapter(name, inference_mode=not trainable)
+                yield self.model
+        finally:
+            self.model.set_adapter(previous)
+            for p, flag in grads.items():  # exactly the trainable set we found
+                p.requires_grad_(flag)
+
+    def state(self, name: str) -> dict[str, torch.Tensor]:
+        """A copy of the adapter's weights (for checkpoints and tests)."""
+        return {n: p.detach().clone() for n, p in self.parameters(name).items()}
+
+    def load_state(self, name: str, state: dict[str, torch.Tensor]) -> None:
+        params = self.parameters(name)
+        with torch.no_grad():
+            for n, t in state.items():
+                params[n].copy_(t)
+
+    def describe(self) -> dict:
+        return {"adapters": self.names, "lora": asdict(self.lora), "origin": self.origin}
+
+

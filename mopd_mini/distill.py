@@ -1,0 +1,239 @@
+"""Stage 3: MOPD, the student distilled from every domain's teacher on its own rollouts.
+
+    bank = AdapterBank(*load_base("tiny"))
+    bank.load("teacher_binding", ...); bank.load("teacher_recall", ...)
+    run = train_student(bank, MOPDConfig(loss="pg"))
+
+Each step, for a fresh student adapter (zero-initialised, so it starts AT the base):
+  1. sample   prompts from every domain; the student samples ONE completion per prompt
+              (temperature 1, no top-k / top-p truncation)
+  2. route    each completion goes to its own domain's teacher (never an average of teachers)
+  3. score    that teacher prefills prompt + completion: log-probs, top-k, full distribution
+  4. loss     per-token reverse KL on the student's own trajectory, in one of three forms:
+                pg    MOPD-PG, advantage A_t = log pi_T(y_t) - log pi_S(y_t), clipped to [-c, c]
+                topk  MOPD-Top-k over the teacher's top-k tokens, bias-corrected
+                kl    the exact full-vocabulary reverse KL
+  5. update   AdamW on the student adapter only (teachers never enter the optimizer)
+  6. log      per domain: exact KL (whatever the loss), advantages before the clip and the
+              fraction clipped, top-k masses, tokens, on-policy reward, greedy accuracy
+
+Departures from the paper: LoRA adapters on one base instead of full models; one optimizer step
+per batch (so no importance weight is needed); the exact KL is computed every step for logging
+because FactWorld completions are a few tokens long.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+from tqdm.auto import tqdm
+
+from . import teachers as routing
+from .adapters import AdapterBank
+from .course import FAST, experiment_name
+from .domains import get_domains
+from .evaluate import TEACHER_OF, accuracy
+from .losses import masked_mean, pg_loss, reverse_kl, topk_reverse_kl
+from .rollout import Rollout, completion_logits, sample, token_logprobs
+from .runs import Run, guarded_step
+
+LOSSES = ("pg", "topk", "kl")
+
+
+@dataclass
+class MOPDConfig:
+    """Settings for the MOPD student (defaults: the tiny model's; see `for_model`)."""
+
+    loss: str = "pg"
+    """which form of the reverse KL to minimise: pg (the paper's default), topk or kl"""
+    clip: float | None = 5.0
+    """pg: the advantage is clipped to [-clip, clip] (None: no clip); the paper uses 5"""
+    topk: int = 64
+    """topk: size of the teacher's top-k set (the paper uses 64); also the logged top-k masses"""
+    topk_correction: bool = True
+    """topk: add the paper's `- p_S + p_T` bias correction (False: the naive truncated sum)"""
+    steps: int = 150
+    """optimizer steps"""
+    prompts_per_domain: int = 8
+    """prompts of each domain per step, one student completion each (N = 1)"""
+    domains: tuple[str, ...] = ("binding", "recall")
+    """the domains to compose; each needs a teacher adapter named teacher_<domain>"""
+    lr: float = 1e-3
+    """AdamW learning rate of the student adapter (Qwen3 in the original: 1e-4)"""
+    temperature: float = 1.0
+    """student sampling temperature (1: on-policy; the paper uses 1)"""
+    max_new_tokens: int = 4
+    """completion budget"""
+    grad_clip: float = 1.0
+    """max global gradient norm"""
+    scoring: str = "mixed"
+    """how teachers run: "mixed" (one pass, per-row adapters) or "swap" (one pass per teacher)"""
+    eval_every: int = 25
+    """greedy accuracy on test prompts every this many steps (0: never)"""
+    eval_n: int = 64
+    """test prompts per domain and evaluated length"""
+    track_steps: tuple[int, ...] = (1, 10, 25, 50, 100, 150)
+    """steps at which per-token tensors of the tracked prompts are recorded (before that step's update)"""
+    track_prompts: int = 4
+    """fixed test prompts per domain whose per-token KL and advantage are recorded"""
+    student: str = "student"
+    """the student adapter's name (re-created fresh: zero-initialised)"""
+    seed: int = 0
+    """seeds the student's init, the prompts and the sampling"""
+    experiment: str | None = "course"
+    """runs/<experiment>/<student>/ holds the run; None keeps it in memory"""
+    checkpoint_every: int = 50
+    """steps between checkpoints (a killed run resumes from the last one)"""
+    progress: bool = True
+    """show a progress bar"""
+
+    @classmethod
+    def for_model(cls, model: str = "tiny", **overrides) -> "MOPDConfig":
+        """Defaults for a model size: the tiny model's, or the FactWorld experiment's for Qwen3.
+        Under MOPD_FAST=1 (the CI mode) steps shrink by 3x and runs go to runs/<experiment>-fast/."""
+        qwen3 = dict(lr=1e-4, max_new_tokens=8, steps=200, eval_n=100)
+        cfg = cls(**({} if model == "tiny" else qwen3))
+        if FAST:
+            cfg = replace(cfg, steps=max(1, cfg.steps // 3), eval_n=min(cfg.eval_n, 32),
+                          experiment=experiment_name(cfg.experiment))
+        return replace(cfg, **overrides)
+
+    def check(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"unknown loss {self.loss!r}; valid losses: {LOSSES}")
+        if self.scoring not in routing.MODES:
+            raise ValueError(f"unknown scoring {self.scoring!r}; valid: {routing.MODES}")
+        if self.clip is not None and not self.clip > 0:
+            raise ValueError(f"clip must be > 0, or None for no clip; got {self.clip}")
+        if self.topk < 1:
+            raise ValueError(f"topk must be >= 1, got {self.topk}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if min(self.steps, self.prompts_per_domain) < 1:
+            raise ValueError(f"steps and prompts_per_domain must be >= 1, got {self.steps}, {self.prompts_per_domain}")
+        get_domains(self.domains)
+
+    @property
+    def route(self) -> dict[str, str]:
+        return {d: TEACHER_OF.format(d) for d in self.domains}
+
+
+# ---------------------------------------------------------------------------------------------
+# the objective: every form of the per-token reverse KL, from one student forward
+# ---------------------------------------------------------------------------------------------
+
+
+def mopd_objective(cfg: MOPDConfig, student_logits, rollout: Rollout, teacher: routing.TeacherScores):
+    """The chosen loss (with grad) and the per-token tensors of all three forms (for logging).
+
+    student_logits: (B, C, V) with grad. The exact reverse KL needs `teacher.logits`."""
+    ids, mask = rollout.completion_ids, rollout.completion_mask              # (B, C)
+    student_logprobs = token_logprobs(student_logits, ids)                   # (B, C) log pi_S(y_t)
+    losses = {
+        "pg": pg_loss(student_logprobs, teacher.logprobs, mask, clip=cfg.clip),
+        "topk": topk_reverse_kl(student_logits, teacher.topk_ids, teacher.topk_logprobs, mask,
+                                correction=cfg.topk_correction),
+        "kl": reverse_kl(student_logits, teacher.logits, mask),
+    }
+    loss = losses[cfg.loss][0]
+    pg, topk, kl = (losses[k][1] for k in LOSSES)
+    per_token_loss = {"pg": -pg["advantage"] * student_logprobs.detach(), "topk": topk["per_token"],
+                      "kl": kl["kl"]}[cfg.loss]
+    info = {"kl": kl["kl"], "sampled_kl": pg["sampled_kl"], "advantage_raw": pg["advantage_raw"],
+            "advantage": pg["advantage"], "clipped": pg["clipped"].float(), "loss": per_token_loss,
+            "student_topk_mass": topk["student_topk_mass"], "teacher_topk_mass": topk["teacher_topk_mass"],
+            "student_logprob": student_logprobs.detach(), "teacher_logprob": teacher.logprobs}
+    return loss, info
+
+
+def domain_metrics(info: dict, rollout: Rollout, rewards) -> dict:
+    """Per-domain means of the per-token tensors (named metric/domain), plus token counts."""
+    row = {}
+    for d in dict.fromkeys(rollout.domains):
+        idx = torch.tensor([i for i, x in enumerate(rollout.domains) if x == d])
+        mask = rollout.completion_mask[idx]                                   # (b, C)
+        for name in ("loss", "kl", "sampled_kl", "clipped", "student_topk_mass", "teacher_topk_mass"):
+            row[f"{name}/{d}"] = masked_mean(info[name][idx], mask).item()
+        adv = info["advantage_raw"][idx][mask.bool()]                        # this domain's tokens
+        row.update({f"adv_mean/{d}": adv.mean().item(), f"adv_min/{d}": adv.min().item(),
+                    f"adv_max/{d}": adv.max().item(), f"tokens/{d}": int(mask.sum().item()),
+                    f"reward/{d}": rewards[idx].mean().item()})
+    return row
+
+
+# ---------------------------------------------------------------------------------------------
+# per-token records of a few fixed prompts, for the plots
+# ---------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def track(bank: AdapterBank, cfg: MOPDConfig, examples: list, step: int) -> list[dict]:
+    """Sample the tracked prompts from the current student and record every token's KL and
+    advantage. Uses its own generator, so tracking never changes the training run."""
+    generator = torch.Generator().manual_seed(cfg.seed * 100_003 + step)
+    rollout = sample(bank.model, bank.tokenizer, examples, temperature=cfg.temperature,
+                     max_new_tokens=cfg.max_new_tokens, generator=generator)
+    teacher = routing.score(bank, rollout, cfg.route, mode=cfg.scoring, k=cfg.topk)
+    _, info = mopd_objective(cfg, completion_logits(bank.model, rollout), rollout, teacher)
+    records = []
+    for b, ex in enumerate(examples):
+        n = int(rollout.completion_mask[b].sum())
+        ids = rollout.completion_ids[b, :n].tolist()
+        records.append({"step": step, "domain": ex.task, "prompt": ex.prompt, "answer": ex.answer,
+                        "tokens": bank.tokenizer.convert_ids_to_tokens(ids),
+                        **{k: info[k][b, :n].tolist() for k in ("kl", "advantage_raw", "advantage",
+                                                                 "student_logprob", "teacher_logprob")}})
+    return records
+
+
+# ---------------------------------------------------------------------------------------------
+# the trainer
+# ---------------------------------------------------------------------------------------------
+
+
+def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
+    """Create (or resume) the student adapter and distil every domain's teacher into it."""
+    cfg.check()
+    domains = get_domains(cfg.domains)
+    for teacher in cfg.route.values():
+        if teacher not in bank.names:
+            raise ValueError(f"the bank has no {teacher!r}; train it (train_teacher) or load it "
+                             f"(bank.load) first. The bank holds: {bank.names}")
+    bank.create(cfg.student, seed=cfg.seed)
+    params = list(bank.parameters(cfg.student).values())
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    run = Run.open(cfg.experiment, cfg.student, cfg)
+    start = run.resume(bank, cfg.student, optimizer, generator)
+    tracked = [ex for d in domains.values() for ex in d.test_examples(d.eval_lengths[0], cfg.track_prompts, cfg.seed + 1)]
+    with bank.use(cfg.student, trainable=True) as model:
+        for step in tqdm(range(start, cfg.steps + 1), desc=cfg.student, disable=not cfg.progress,
+                         initial=start - 1, total=cfg.steps):
+            if step in cfg.track_steps:
+                run.trace += track(bank, cfg, tracked, step)
+            # --- 1. sample: one completion per prompt, from the student, every domain --------
+            examples = [ex for d in domains.values() for ex in d.train_examples(step, cfg.prompts_per_domain, cfg.seed)]
+            rollout = sample(model, bank.tokenizer, examples, temperature=cfg.temperature,
+                             max_new_tokens=cfg.max_new_tokens, generator=generator)
+            # --- 2-3. route each completion to its domain's teacher, which scores it -----------
+            teacher = routing.score(bank, rollout, cfg.route, mode=cfg.scoring, k=cfg.topk)
+            # --- 4. the student's log-probs, recomputed with grad; the loss ---------------------
+            model.train()
+            student_logits = completion_logits(model, rollout)                  # (B, C, V)
+            model.eval()
+            loss, info = mopd_objective(cfg, student_logits, rollout, teacher)
+            # --- 5. update the student only -----------------------------------------------------
+            row = {"step": step, "loss": loss.item(), **guarded_step(loss, params, optimizer, cfg.grad_clip)}
+            # --- 6. log per domain, evaluate, checkpoint ---------------------------------------
+            row.update(domain_metrics(info, rollout, rollout.rewards(bank.tokenizer)))
+            row["kl"] = masked_mean(info["kl"], rollout.completion_mask).item()
+            if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+                for name, d in domains.items():
+                    for L in d.eval_lengths:
+                        row[f"acc/{name}/L{L}"] = accuracy(model, bank.tokenizer, d.test_examples(L, cfg.eval_n))
+            run.log(row)
+            if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+                run.save(step, bank, cfg.student, optimizer, generator)
+    run.finish(bank, cfg.student)
+    return run

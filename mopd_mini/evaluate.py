@@ -1,0 +1,93 @@
+"""Evaluation: greedy accuracy by domain and length, the binding floor beside it, and the
+paper's normalised score.
+
+    table = evaluate(bank, ["base", "teacher_binding", "teacher_recall", "student"])
+    print(format_table(table))
+    print(format_scores(normalised_scores(table, student="student")))
+
+Every model is evaluated by the same function on the same test examples: `base` is the bank
+with adapters disabled, every other name is an adapter. Accuracy is FactWorld's relaxed match
+of the greedy answer (at most 8 new tokens), on the test split.
+
+Normalised score, per domain d (the paper's Table 2):
+    s_d = (score(model, d) - score(base, d)) / (score(teacher_d, d) - score(base, d))
+0 at the starting checkpoint, 1 at the domain's teacher. score(., d) is the mean accuracy over
+d's evaluation lengths. The denominators are printed too: a domain whose teacher barely beats
+the base makes the ratio meaningless.
+"""
+
+from __future__ import annotations
+
+from statistics import fmean
+
+import factworld
+
+from .adapters import AdapterBank
+from .domains import Domain, get_domains
+from .rollout import generate_answers
+
+TEACHER_OF = "teacher_{}"  # the adapter name of domain d's teacher
+
+
+def accuracy(model, tokenizer, examples, max_new_tokens: int = 8) -> float:
+    """Share of examples whose greedy answer matches the gold (relaxed)."""
+    answers = generate_answers(model, tokenizer, [e.prompt for e in examples], max_new_tokens)
+    return fmean(factworld.score(a, e.answer) for a, e in zip(answers, examples))
+
+
+def evaluate(bank: AdapterBank, adapters: list[str], domains: dict[str, Domain] | None = None,
+             n: int = 200, seed: int = 0, lengths: dict[str, tuple] | None = None) -> dict:
+    """{"acc": {adapter: {domain: {length: accuracy}}}, "floor": {length: E[1/w]}, "n": n}."""
+    domains = domains or get_domains()
+    tests = {d: {L: dom.test_examples(L, n, seed) for L in (lengths or {}).get(d, dom.eval_lengths)}
+             for d, dom in domains.items()}
+    acc = {}
+    for name in adapters:
+        with bank.use(name) as model:
+            acc[name] = {d: {L: accuracy(model, bank.tokenizer, exs) for L, exs in by_len.items()}
+                         for d, by_len in tests.items()}
+    floors = {L: factworld.floor(exs) for L, exs in tests.get("binding", {}).items()}
+    return {"acc": acc, "floor": floors, "n": n}
+
+
+def domain_score(table: dict, adapter: str, domain: str) -> float:
+    """Mean accuracy of `adapter` over the domain's evaluated lengths."""
+    return fmean(table["acc"][adapter][domain].values())
+
+
+def normalised_scores(table: dict, student: str = "student", base: str = "base",
+                      teachers: dict[str, str] | None = None) -> dict:
+    """Per domain: the student's, base's and teacher's scores, the denominator and the ratio."""
+    domains = list(table["acc"][student])
+    teachers = teachers or {d: TEACHER_OF.format(d) for d in domains}
+    out = {}
+    for d in domains:
+        s, b, t = (domain_score(table, a, d) for a in (student, base, teachers[d]))
+        out[d] = {"model": s, "base": b, "teacher": t, "denominator": t - b,
+                  "normalised": (s - b) / (t - b) if abs(t - b) > 1e-9 else float("nan")}
+    out["mean"] = fmean(v["normalised"] for v in out.values())
+    return out
+
+
+def format_table(table: dict) -> str:
+    """Markdown: one row per adapter, one column per (domain, length); binding floor last."""
+    adapters = list(table["acc"])
+    cols = [(d, L) for d, by_len in table["acc"][adapters[0]].items() for L in by_len]
+    lines = ["| model | " + " | ".join(f"{d} L{L}" for d, L in cols) + " |",
+             "| --- |" + " --- |" * len(cols)]
+    for a in adapters:
+        lines.append(f"| {a} | " + " | ".join(f"{table['acc'][a][d][L]:.2f}" for d, L in cols) + " |")
+    if table["floor"]:
+        lines.append("| binding floor E[1/w] | " + " | ".join(
+            f"{table['floor'][L]:.2f}" if d == "binding" else "" for d, L in cols) + " |")
+    return "\n".join(lines)
+
+
+def format_scores(scores: dict) -> str:
+    lines = ["| domain | base | teacher | denominator | model | normalised |", "| --- | --- | --- | --- | --- | --- |"]
+    for d, v in scores.items():
+        if d != "mean":
+            lines.append(f"| {d} | {v['base']:.2f} | {v['teacher']:.2f} | {v['denominator']:+.2f} | "
+                         f"{v['model']:.2f} | {v['normalised']:.2f} |")
+    lines.append(f"| mean | | | | | {scores['mean']:.2f} |")
+    return "\n".join(lines)

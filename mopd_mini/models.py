@@ -1,0 +1,134 @@
+"""Base models: one function, `load_base`, returns `(model, tokenizer)` for every size.
+
+name                  what it loads
+"tiny" (default)      the shipped ~0.3M-parameter Qwen3-architecture model (mopd_mini/tiny_base/),
+                      trained from scratch by `python -m mopd_mini.pretrain`; CPU in minutes
+"Qwen/Qwen3-1.7B"     (or any Qwen3 hub id, or a local folder) the real model: bf16, or 4-bit /
+                      8-bit through bitsandbytes; needs the weights on disk or a network
+"qwen3-1.7b-random"   the real Qwen3-1.7B architecture (vocabulary 151,936) with random weights,
+                      built from its config: no download; for tests and benchmarks
+
+Every model here is the frozen base that all LoRA adapters (teachers and student) sit on.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+
+from .tokenizer import build_qwen3_standin_tokenizer
+
+TINY = "tiny"
+TINY_DIR = Path(__file__).parent / "tiny_base"
+QWEN3_ID = "Qwen/Qwen3-1.7B"
+QWEN3_RANDOM = "qwen3-1.7b-random"
+QUANTIZE = (None, "4bit", "8bit")
+
+# Qwen3-1.7B's published config.json, the parts that define the architecture.
+QWEN3_1P7B = dict(
+    vocab_size=151_936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
+    num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40_960,
+    rms_norm_eps=1e-6, tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+    bos_token_id=151_643, eos_token_id=151_645, pad_token_id=151_643,
+)
+
+
+def tiny_config(vocab_size: int, *, layers: int = 2, d_model: int = 128, heads: int = 4,
+                d_ff: int = 256, max_positions: int = 512, **ids) -> Qwen3Config:
+    """The tiny model's architecture: a small Qwen3 (q/k-norm, RoPE, SwiGLU, tied embeddings)."""
+    return Qwen3Config(
+        vocab_size=vocab_size, hidden_size=d_model, intermediate_size=d_ff, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=heads, head_dim=d_model // heads,
+        max_position_embeddings=max_positions, tie_word_embeddings=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000.0}, **ids)
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load_base(name: str = TINY, *, dtype: torch.dtype | None = None, quantize: str | None = None,
+              device: str | torch.device | None = None, shrink: dict | None = None):
+    """(model, tokenizer) for `name`: "tiny", a Qwen3 hub id or local folder, or "qwen3-1.7b-random".
+
+    dtype     default: float32 for the tiny model, bfloat16 for Qwen3 sizes
+    quantize  None, "4bit" or "8bit" (bitsandbytes, CUDA only; Qwen3 weights only)
+    device    default: CUDA when available, else CPU
+    shrink    "qwen3-1.7b-random" only: architecture fields to override, e.g. {"num_hidden_layers": 2}
+              for fast tests of the Qwen3 path (the vocabulary stays 151,936)
+    The model is returned in eval mode with every base weight frozen (adapters train, never it).
+    """
+    if quantize not in QUANTIZE:
+        raise ValueError(f"unknown quantize={quantize!r}; valid: {QUANTIZE}")
+    device = torch.device(device) if device is not None else default_device()
+    if shrink and name != QWEN3_RANDOM:
+        raise ValueError(f"shrink applies to {QWEN3_RANDOM!r} only")
+    if name == TINY:
+        model, tokenizer = _load_tiny(dtype or torch.float32, quantize)
+    elif name == QWEN3_RANDOM:
+        model, tokenizer = _random_qwen3(dtype or torch.bfloat16, quantize, shrink or {})
+    else:
+        model, tokenizer = _load_pretrained(name, dtype or torch.bfloat16, quantize, device)
+    if quantize is None:
+        model.to(device)
+    model.eval().requires_grad_(False)
+    return model, tokenizer
+
+
+def _load_tiny(dtype, quantize):
+    if quantize is not None:
+        raise ValueError("quantize is for Qwen3 weights; the tiny model is already 1 MB: drop quantize")
+    if not (TINY_DIR / "config.json").exists():
+        raise FileNotFoundError(f"the shipped tiny base is missing from {TINY_DIR}; rebuild it with "
+                                "`python -m mopd_mini.pretrain` or reinstall the package")
+    model = AutoModelForCausalLM.from_pretrained(TINY_DIR, dtype=dtype)
+    return model, AutoTokenizer.from_pretrained(TINY_DIR)
+
+
+def _random_qwen3(dtype, quantize, shrink):
+    if quantize is not None:
+        raise ValueError("quantize needs real weights to quantise; use a Qwen3 hub id or folder")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = Qwen3ForCausalLM(Qwen3Config(**{**QWEN3_1P7B, **shrink})).to(dtype)
+    return model, build_qwen3_standin_tokenizer()
+
+
+def _quantization_config(quantize, dtype, device):
+    """bitsandbytes settings, imported only when asked for (it needs CUDA)."""
+    if device.type != "cuda":
+        raise RuntimeError(f"quantize={quantize!r} needs a CUDA GPU (bitsandbytes); this run is on "
+                           f"{device}. Drop quantize to load in {dtype} on {device}.")
+    try:
+        import bitsandbytes  # noqa: F401
+    except ImportError as err:
+        raise RuntimeError(f"quantize={quantize!r} needs bitsandbytes: pip install 'mopd_mini[quant]'") from err
+    from transformers import BitsAndBytesConfig
+
+    if quantize == "4bit":
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                  bnb_4bit_compute_dtype=dtype, bnb_4bit_use_double_quant=True)
+    return BitsAndBytesConfig(load_in_8bit=True)
+
+
+def _load_pretrained(name, dtype, quantize, device):
+    """A hub id or a local folder; a clear message when the weights cannot be found offline."""
+    kwargs = {"dtype": dtype}
+    if quantize is not None:
+        kwargs.update(quantization_config=_quantization_config(quantize, dtype, device),
+                      device_map={"": device.index or 0})
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+        model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+    except OSError as err:  # no network, no cache, or a folder without a checkpoint
+        where = "folder" if os.path.isdir(name) or name.startswith(("/", ".", "~")) else "hub id"
+        raise OSError(
+            f"could not load {where} {name!r}: {err}\nWith no network, download the weights on a "
+            f"machine that has one (`huggingface-cli download {QWEN3_ID} --local-dir ./Qwen3-1.7B`) "
+            "and pass the local folder: load_base('./Qwen3-1.7B'). For the course without weights "
+            f"use load_base('{TINY}'); for the architecture alone, load_base('{QWEN3_RANDOM}')."
+        ) from err
+    return model, tokenizer

@@ -1,0 +1,154 @@
+"""Plots for the course: readable at a glance, and saved as PNG files for slides.
+
+    accuracy_by_length(table)        accuracy per domain and length, chance and binding floor drawn in
+    cross_table(table)               each model (row) on each domain (column): who is good at what
+    curves(runs, ["kl/binding"])     training curves, several runs and metrics overlaid
+    token_heatmap(trace, "kl")       a completion's sampled tokens coloured by a per-token value
+    save(fig, "name")                PNG under figures/ (or any folder)
+
+Inputs are the plain dicts the library returns (evaluate tables, Run.metrics, Run.trace); these
+functions compute nothing that the library does not already log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+COLORS = {"base": "#7f7f7f", "teacher_binding": "#1f77b4", "teacher_recall": "#ff7f0e", "student": "#2ca02c"}
+FIGURES = Path("figures")
+
+
+def _color(name: str, i: int) -> str:
+    return COLORS.get(name, plt.get_cmap("tab10")(i % 10))
+
+
+def save(fig, name: str, folder: str | Path = FIGURES) -> Path:
+    """Write `fig` as <folder>/<name>.png (150 dpi) and return the path."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    fig.savefig(path, dpi=150, bbox_inches="tight")
+    return path
+
+
+def accuracy_by_length(table: dict, title: str = "Greedy accuracy by length"):
+    """One panel per domain: accuracy vs length for every model, with chance (1/agents for binding,
+    1/N for recall) and the binding floor E[1/w]."""
+    acc = table["acc"]
+    domains = list(next(iter(acc.values())))
+    fig, axes = plt.subplots(1, len(domains), figsize=(5 * len(domains), 3.6), squeeze=False)
+    for ax, d in zip(axes[0], domains):
+        for i, (name, by_domain) in enumerate(acc.items()):
+            Ls = sorted(by_domain[d])
+            ax.plot(Ls, [by_domain[d][L] for L in Ls], "o-", color=_color(name, i), label=name)
+        Ls = sorted(next(iter(acc.values()))[d])
+        chance = [1 / 5] * len(Ls) if d == "binding" else [1 / L for L in Ls]
+        ax.plot(Ls, chance, ":", color="black", label="chance")
+        if d == "binding" and table.get("floor"):
+            ax.plot(Ls, [table["floor"][L] for L in Ls], "--", color="black", label="floor E[1/w]")
+        ax.set(title=d, xlabel="length (binding: events; recall: facts)", ylabel="accuracy", ylim=(0, 1.02),
+               xticks=Ls)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower left")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def cross_table(table: dict, title: str = "Each model on each domain (mean accuracy over eval lengths)"):
+    """Heat map: rows are models, columns are domains, cells the mean accuracy."""
+    acc = table["acc"]
+    models, domains = list(acc), list(next(iter(acc.values())))
+    grid = np.array([[np.mean(list(acc[m][d].values())) for d in domains] for m in models])
+    fig, ax = plt.subplots(figsize=(1.8 * len(domains) + 2.5, 0.6 * len(models) + 1.2))
+    im = ax.imshow(grid, cmap="Greens", vmin=0, vmax=1)
+    for (i, j), v in np.ndenumerate(grid):
+        ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="white" if v > 0.6 else "black")
+    ax.set(xticks=range(len(domains)), xticklabels=domains, yticks=range(len(models)), yticklabels=models,
+           title=title)
+    fig.colorbar(im, ax=ax, fraction=0.046, label="accuracy")
+    fig.tight_layout()
+    return fig
+
+
+def curves(runs: dict[str, list[dict]], keys: str | list[str], ylabel: str = "", title: str = "",
+           smooth: int = 1, ax=None):
+    """Metrics against step: one colour per run, one line style per key (e.g. ["kl/binding",
+    "kl/recall"]); `smooth` averages over a trailing window. Rows lacking a key (accuracy between
+    evaluations, say) are skipped."""
+    keys = [keys] if isinstance(keys, str) else list(keys)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.6))
+    styles = ["-", "--", ":", "-."]
+    for i, (label, rows) in enumerate(runs.items()):
+        for j, key in enumerate(keys):
+            pts = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+            if not pts:
+                continue
+            steps, vals = map(np.array, zip(*pts))
+            if smooth > 1 and len(vals) >= smooth:
+                vals = np.convolve(vals, np.ones(smooth) / smooth, mode="valid")
+                steps = steps[smooth - 1:]
+            parts = [p for p in (label if len(runs) > 1 else "", key if len(keys) > 1 else "") if p]
+            ax.plot(steps, vals, styles[j % 4], color=plt.get_cmap("tab10")(i % 10), label=" · ".join(parts) or key)
+    ax.set(xlabel="step", ylabel=ylabel or keys[0], title=title or ", ".join(keys))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax.figure
+
+
+def token_heatmap(trace: list[dict], value: str = "kl", steps: tuple[int, ...] | None = None,
+                  domains=("binding", "recall"), cmap: str | None = None, vmax: float | None = None,
+                  title: str | None = None):
+    """Rows: tracked completions (per domain, per recorded step); columns: their sampled tokens,
+    each cell coloured by `value` ("kl", "advantage_raw", "advantage", ...) and labelled with the
+    token and the number. KL uses a sequential map; advantages a diverging one centred at 0."""
+    steps = steps or sorted({r["step"] for r in trace})
+    rows = [r for s in steps for d in domains for r in trace if r["step"] == s and r["domain"] == d]
+    width = max(len(r["tokens"]) for r in rows)
+    grid = np.full((len(rows), width), np.nan)
+    for i, r in enumerate(rows):
+        grid[i, : len(r[value])] = r[value]
+    signed = value.startswith("adv")
+    top = vmax or max(np.nanmax(np.abs(grid)), 1e-3)
+    fig, ax = plt.subplots(figsize=(1.3 * width + 3, 0.42 * len(rows) + 1.4))
+    im = ax.imshow(grid, cmap=cmap or ("RdBu" if signed else "magma_r"), vmin=-top if signed else 0, vmax=top,
+                   aspect="auto")
+    for i, r in enumerate(rows):
+        for j, tok in enumerate(r["tokens"]):
+            v = r[value][j]
+            dark = abs(v) > 0.6 * top
+            ax.text(j, i, f"{tok.lstrip('▁')}\n{v:+.2f}" if signed else f"{tok.lstrip('▁')}\n{v:.2f}",
+                    ha="center", va="center", fontsize=7, color="white" if dark else "black")
+    ax.set(xticks=range(width), xticklabels=[f"t{j}" for j in range(width)], yticks=range(len(rows)),
+           yticklabels=[f"step {r['step']} · {r['domain']} · gold {r['answer']}" for r in rows],
+           title=title or f"per-token {value} of sampled completions")
+    fig.colorbar(im, ax=ax, fraction=0.03, label=value)
+    fig.tight_layout()
+    return fig
+
+
+def gradient_bars(grads: dict, student_logits, teacher_logits, title: str = ""):
+    """Left: p_S and p_T over a small vocabulary. Right: each loss's gradient per logit (what a
+    descent step subtracts; bars of the same sign as "exact KL" push the same way)."""
+    import torch
+
+    p_S, p_T = (torch.as_tensor(z, dtype=torch.float64).softmax(-1).numpy() for z in (student_logits, teacher_logits))
+    V, n = len(p_S), len(grads)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 3.6), gridspec_kw={"width_ratios": [1, 2]})
+    a.bar(np.arange(V) - 0.2, p_S, 0.4, label="student p_S")
+    a.bar(np.arange(V) + 0.2, p_T, 0.4, label="teacher p_T")
+    a.set(xlabel="token", ylabel="probability", title="the two distributions", xticks=range(V))
+    a.legend(fontsize=8)
+    width = 0.8 / n
+    for i, (name, g) in enumerate(grads.items()):
+        b.bar(np.arange(V) - 0.4 + width * (i + 0.5), np.asarray(g), width, label=name)
+    b.axhline(0, color="black", lw=0.5)
+    b.set(xlabel="token", ylabel="d loss / d student logit", title=title or "per-logit gradient of each loss form",
+          xticks=range(V))
+    b.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

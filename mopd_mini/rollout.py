@@ -1,0 +1,187 @@
+"""Prompts in, completions out: building the model's prompt, on-policy sampling, masks.
+
+    rollout = sample(model, tokenizer, examples, temperature=1.0)   # the student's own samples
+    logits = completion_logits(model, rollout)                      # (B, C, V), with grad
+    answers = generate_answers(model, tokenizer, prompts)           # greedy, for evaluation
+
+A rollout is one padded block per batch: the prompts LEFT-padded to a common width P, so every
+completion starts at column P, followed by C generated columns. Positions are counted from each
+row's first real token, identically when sampling and when scoring, so the log-probs a loss
+recomputes are exactly those of the policy that sampled (on-policy, no importance weight).
+
+Sampling is a plain loop over a KV cache rather than `model.generate`, so that every knob that
+shapes the distribution is visible here: temperature only, no top-k / top-p truncation (MOPD
+distils on the student's untruncated distribution), greedy for evaluation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+import factworld
+
+from .tokenizer import INSTRUCTION, is_tiny
+
+
+# ---------------------------------------------------------------------------------------------
+# prompts
+# ---------------------------------------------------------------------------------------------
+
+
+def chat_prompt(tokenizer, prompt: str) -> str:
+    """A raw FactWorld prompt in the model's own format: Qwen3 gets FactWorld's instruction in
+    one user turn with thinking off; the tiny model, which has no words for it, gets the task."""
+    content = prompt if is_tiny(tokenizer) else f"{INSTRUCTION}\n\n{prompt}"
+    return tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                         add_generation_prompt=True, enable_thinking=False)
+
+
+def encode_prompts(model, tokenizer, prompts: list[str], max_new_tokens: int) -> tuple[Tensor, Tensor]:
+    """Left-padded (B, P) ids and mask of the chat-formatted prompts, checked against the model."""
+    if not prompts:
+        raise ValueError("no prompts to sample from: pass at least one example")
+    rows = []
+    for p in prompts:
+        text = chat_prompt(tokenizer, p)
+        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        unknown = [text[a:b] for i, (a, b) in zip(enc["input_ids"], enc["offset_mapping"])
+                   if i == tokenizer.unk_token_id]
+        if unknown:
+            raise ValueError(f"the prompt has words outside this model's vocabulary: {unknown[:5]}; keep "
+                             "FactWorld knobs within the tiny vocabulary (agents < 64, objects < 8, values "
+                             "< 128, length < 64) or use a Qwen3 model")
+        rows.append(enc["input_ids"])
+    limit = model.config.max_position_embeddings
+    longest = max(map(len, rows))
+    if longest + max_new_tokens > limit:
+        raise ValueError(f"a prompt of {longest} tokens + {max_new_tokens} new tokens exceeds the model's "
+                         f"context of {limit}; use a shorter FactWorld length")
+    pad = tokenizer.pad_token_id
+    ids = torch.tensor([[pad] * (longest - len(r)) + r for r in rows])          # (B, P)
+    mask = torch.tensor([[0] * (longest - len(r)) + [1] * len(r) for r in rows])  # (B, P)
+    return ids, mask
+
+
+def position_ids(attention_mask: Tensor) -> Tensor:
+    """Each row's positions counted from its first real token (left padding gets 0)."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def eos_ids(model, tokenizer) -> list[int]:
+    """Every token that ends a completion (Qwen3 has two)."""
+    ids = model.generation_config.eos_token_id
+    ids = ids if isinstance(ids, list) else [ids]
+    return sorted({i for i in ids + [tokenizer.eos_token_id] if i is not None})
+
+
+# ---------------------------------------------------------------------------------------------
+# sampling
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A bare prompt, for sampling text that is not a FactWorld example (no task, no gold)."""
+
+    prompt: str
+    task: str = ""
+
+
+@dataclass
+class Rollout:
+    """A batch of prompts and the completions sampled for them."""
+
+    input_ids: Tensor        # (B, P + C) prompt (left-padded) then completion (pad after EOS)
+    attention_mask: Tensor   # (B, P + C) 1 on real prompt tokens and on completion tokens
+    completion_mask: Tensor  # (B, C)     1 on generated tokens up to and including EOS
+    prompt_len: int          # P
+    examples: list           # the FactWorld examples, one per row
+    sample_logprobs: Tensor  # (B, C)     log-probs when sampled (a diagnostic: losses recompute)
+
+    @property
+    def completion_ids(self) -> Tensor:
+        return self.input_ids[:, self.prompt_len:]  # (B, C)
+
+    @property
+    def domains(self) -> list[str]:
+        return [ex.task for ex in self.examples]
+
+    def texts(self, tokenizer) -> list[str]:
+        return [tokenizer.decode(ids[m.bool()], skip_special_tokens=True)
+                for ids, m in zip(self.completion_ids, self.completion_mask)]
+
+    def rewards(self, tokenizer) -> Tensor:
+        """FactWorld's relaxed match of each completion against its gold answer: (B,) in {0, 1}."""
+        return torch.tensor([float(factworld.score(t, ex.answer)) for t, ex in
+                             zip(self.texts(tokenizer), self.examples)])
+
+    def rows(self, index: list[int]) -> "Rollout":
+        """The sub-batch of the given rows (same columns, so it scores identically)."""
+        i = torch.tensor(index, dtype=torch.long)
+        return Rollout(self.input_ids[i], self.attention_mask[i], self.completion_mask[i],
+                       self.prompt_len, [self.examples[j] for j in index], self.sample_logprobs[i])
+
+
+@torch.no_grad()
+def sample(model, tokenizer, examples: list, *, temperature: float = 1.0, greedy: bool = False,
+           max_new_tokens: int = 8, generator: torch.Generator | None = None, **forward_kwargs) -> Rollout:
+    """One completion per example from `model` as it is now (its active adapter):
+    y_t ~ softmax(logits_t / temperature), no truncation; `greedy` takes the argmax instead.
+    `forward_kwargs` go to every forward (e.g. peft's `adapter_names` for a mixed batch)."""
+    if not greedy and not temperature > 0:
+        raise ValueError(f"temperature must be > 0 (got {temperature}); use greedy=True for argmax decoding")
+    device = next(model.parameters()).device
+    prompt_ids, prompt_mask = encode_prompts(model, tokenizer, [e.prompt for e in examples], max_new_tokens)
+    ids, mask = prompt_ids.to(device), prompt_mask.to(device)                 # (B, P)
+    stop = torch.tensor(eos_ids(model, tokenizer), device=device)
+    done = torch.zeros(len(ids), dtype=torch.bool, device=device)
+    tokens, logps, alive_steps = [], [], []
+    cache, step_ids, step_pos = None, ids, position_ids(mask)
+    for _ in range(max_new_tokens):
+        out = model(input_ids=step_ids, attention_mask=mask, position_ids=step_pos, cache=cache,
+                    use_cache=True, logits_to_keep=1, **forward_kwargs)
+        cache = out.cache
+        logp = torch.log_softmax(out.logits[:, -1].float() / (1.0 if greedy else temperature), -1)  # (B, V)
+        y = logp.argmax(-1) if greedy else torch.multinomial(logp.exp(), 1, generator=generator)[:, 0]
+        alive = ~done                                          # this step's token is real for these rows
+        y = torch.where(alive, y, tokenizer.pad_token_id)      # finished rows only pad
+        tokens.append(y), logps.append(logp.gather(1, y[:, None])[:, 0]), alive_steps.append(alive)
+        mask = torch.cat([mask, alive.long()[:, None]], 1)
+        done |= torch.isin(y, stop)
+        step_ids, step_pos = y[:, None], step_pos[:, -1:] + 1
+        if done.all():
+            break
+    completion_mask = torch.stack(alive_steps, 1).float()      # (B, C) 1 up to and including EOS
+    return Rollout(torch.cat([ids, torch.stack(tokens, 1)], 1), mask, completion_mask, ids.shape[1],
+                   list(examples), torch.stack(logps, 1) * completion_mask)
+
+
+def completion_logits(model, rollout: Rollout, **forward_kwargs) -> Tensor:
+    """The model's logits at the positions that predict each completion token: (B, C, V).
+
+    One forward over prompt + completion (a prefill); the LM head runs on the last C + 1 positions
+    only (`logits_to_keep`), never on the prompt, which at V = 151,936 is most of the memory."""
+    C = rollout.completion_mask.shape[1]
+    out = model(input_ids=rollout.input_ids, attention_mask=rollout.attention_mask,
+                position_ids=position_ids(rollout.attention_mask), logits_to_keep=C + 1, **forward_kwargs)
+    return out.logits[:, :-1]  # logits at P-1 .. P+C-2 predict tokens P .. P+C-1
+
+
+def token_logprobs(logits: Tensor, ids: Tensor) -> Tensor:
+    """log pi(y_t | x, y_<t) of the given tokens: logits (B, C, V), ids (B, C) -> (B, C), fp32."""
+    lse = logits.float().logsumexp(-1)                                   # (B, C)
+    return logits.gather(-1, ids[..., None]).squeeze(-1).float() - lse   # z_y - log sum exp z
+
+
+def generate_answers(model, tokenizer, prompts: list[str], max_new_tokens: int = 8,
+                     batch_size: int = 64) -> list[str]:
+    """Greedy answers to raw FactWorld prompts (exactly `Example.prompt`), in the model's own
+    prompt format; works on a plain base and on a peft model with whichever adapter is active."""
+    answers = []
+    for i in range(0, len(prompts), batch_size):
+        chunk = [Prompt(p) for p in prompts[i: i + batch_size]]
+        answers += sample(model, tokenizer, chunk, greedy=True, max_new_tokens=max_new_tokens).texts(tokenizer)
+    return answers

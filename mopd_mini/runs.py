@@ -1,0 +1,122 @@
+"""Where training runs live, and how they survive a crash.
+
+    runs/<experiment>/<adapter>/
+        adapter_config.json, adapter_model.safetensors, mopd_mini.json   the adapter (peft folder)
+        checkpoint.pt     step, adapter and optimizer state, RNG states, metrics: resume from here
+        metrics.jsonl     one JSON object per step
+        config.json       the trainer's config
+        trace.json        per-token records for plots (MOPD only)
+
+Every file is written to a temporary name and renamed into place, so a run killed at any moment
+(even during a save) leaves the previous checkpoint loadable, and resuming replays the exact
+same steps: an interrupted run ends with the same weights and metrics as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from .adapters import AdapterBank, atomic_write
+
+RUNS_DIR = Path("runs")
+
+
+@dataclass
+class Run:
+    """One adapter's training run: its folder, its metrics so far, and its checkpoints."""
+
+    dir: Path | None
+    """runs/<experiment>/<adapter>/, or None to keep everything in memory (quick experiments)"""
+    config: dict
+    metrics: list[dict] = field(default_factory=list)
+    trace: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, experiment: str | None, name: str, config) -> "Run":
+        folder = None if experiment is None else RUNS_DIR / experiment / name
+        return cls(folder, asdict(config))
+
+    def log(self, row: dict) -> dict:
+        self.metrics.append(row)
+        return row
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def save(self, step: int, bank: AdapterBank, name: str, optimizer, generator: torch.Generator) -> None:
+        """Checkpoint everything a resumed run needs, atomically, plus the readable files."""
+        if self.dir is None:
+            return
+        state = {"step": step, "config": self.config, "adapter": bank.state(name),
+                 "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
+                 "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
+                 "metrics": self.metrics, "trace": self.trace}
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        atomic_write(self.dir / "checkpoint.pt", buffer.getvalue())
+        self.write_files()
+
+    def resume(self, bank: AdapterBank, name: str, optimizer, generator: torch.Generator) -> int:
+        """Restore the last checkpoint if there is one for this config; returns the next step."""
+        path = None if self.dir is None else self.dir / "checkpoint.pt"
+        if path is None or not path.exists():
+            return 1
+        try:
+            state = torch.load(path, weights_only=False)
+        except Exception as err:
+            raise ValueError(f"the checkpoint {path} is unreadable ({err}); delete it to start over") from err
+        if _comparable(state["config"]) != _comparable(self.config):
+            raise ValueError(f"{self.dir} holds a run with another config; use another experiment name, "
+                             f"or delete the folder to start over.\n saved: {state['config']}\n now:   {self.config}")
+        bank.load_state(name, state["adapter"])
+        optimizer.load_state_dict(state["optimizer"])
+        generator.set_state(state["generator"])
+        torch.set_rng_state(state["torch_rng"])
+        random.setstate(state["python_rng"])
+        self.metrics, self.trace = state["metrics"], state["trace"]
+        return state["step"] + 1
+
+    def write_files(self) -> None:
+        if self.dir is None:
+            return
+        atomic_write(self.dir / "config.json", json.dumps(self.config, indent=1, default=str).encode())
+        atomic_write(self.dir / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in self.metrics).encode())
+        if self.trace:
+            atomic_write(self.dir / "trace.json", json.dumps(self.trace).encode())
+
+    def finish(self, bank: AdapterBank, name: str) -> Path | None:
+        """Save the trained adapter as a peft folder beside its metrics."""
+        if self.dir is None:
+            return None
+        self.write_files()
+        return bank.save(name, self.dir)
+
+
+def guarded_step(loss: torch.Tensor, params: list, optimizer, grad_clip: float) -> dict:
+    """backward, clip, step; a non-finite loss or gradient skips the update (weights unchanged)."""
+    optimizer.zero_grad()
+    if not torch.isfinite(loss):
+        return {"skipped_nonfinite": True}
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    if not torch.isfinite(norm):
+        optimizer.zero_grad()
+        return {"skipped_nonfinite": True, "grad_norm": norm.item()}
+    optimizer.step()
+    return {"skipped_nonfinite": False, "grad_norm": norm.item()}
+
+
+def _comparable(config: dict) -> dict:
+    """A config minus the fields that may change between a run and its resumption."""
+    return {k: v for k, v in config.items() if k not in ("steps", "progress")}
+
+
+def read_metrics(folder: str | Path) -> list[dict]:
+    """The metrics.jsonl of a run folder."""
+    path = Path(folder) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

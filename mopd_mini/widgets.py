@@ -1,0 +1,60 @@
+"""ipywidgets views over the plain functions of `lab` (notebook 04).
+
+Each view draws once with its defaults when called, then `interact` re-draws on every change.
+An exception inside an `interact` callback is swallowed into the widget, so a headless run
+(CI) must call the plain functions directly and assert on their results: notebooks do.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from ipywidgets import Checkbox, Dropdown, FloatLogSlider, IntSlider, interact, interact_manual
+
+from . import lab, plots
+from .distill import LOSSES
+
+
+def gradient_panel(student_logits, teacher_logits):
+    """Sliders for the clip c and the top-k k, a box for the correction: the per-logit gradient
+    of every loss form on one small categorical, recomputed instantly."""
+    V = len(student_logits)
+
+    def show(clip=5.0, k=3, correction=True):
+        grads = lab.categorical_gradients(student_logits, teacher_logits, clip=clip, k=k, correction=correction)
+        plots.gradient_bars(grads, student_logits, teacher_logits)
+        plt.show()
+
+    return interact(show, clip=FloatLogSlider(value=5.0, base=10, min=-2, max=1, description="clip c"),
+                    k=IntSlider(value=3, min=1, max=V, description="top-k k"),
+                    correction=Checkbox(value=True, description="top-k correction"))
+
+
+def loss_lab(bank, history: dict, steps: int = 40, model: str = "tiny"):
+    """Pick a loss form and its knobs, press Run: a short distillation runs (well under a minute
+    on a CPU) and its curves are overlaid on every earlier run in `history`."""
+
+    def run(loss="pg", clip=5.0, k=64, correction=True):
+        label = {"pg": f"pg c={clip:g}", "topk": f"top-{k}" + ("" if correction else " naive"), "kl": "exact kl"}[loss]
+        history[label] = lab.short_run(bank, steps=steps, model=model, loss=loss, clip=clip, topk=k,
+                                       topk_correction=correction).metrics
+        show_history(history)
+
+    V = len(bank.tokenizer)
+    return interact_manual(run, loss=Dropdown(options=LOSSES, value="pg", description="loss"),
+                           clip=FloatLogSlider(value=5.0, base=10, min=-2, max=1, description="clip c"),
+                           k=IntSlider(value=64, min=1, max=min(V, 256), description="top-k k"),
+                           correction=Checkbox(value=True, description="top-k correction"))
+
+
+def show_history(history: dict):
+    """Exact per-token KL and greedy accuracy of every run so far, per domain."""
+    fig, axes = plt.subplots(1, 3, figsize=(16, 3.6))
+    plots.curves(history, ["kl/binding", "kl/recall"], ax=axes[0], smooth=5, ylabel="exact reverse KL per token",
+                 title="KL to the routed teacher")
+    plots.curves(history, ["acc/binding/L16", "acc/recall/L16"], ax=axes[1], ylabel="greedy accuracy",
+                 title="accuracy at L16")
+    plots.curves(history, ["student_topk_mass/binding", "student_topk_mass/recall"], ax=axes[2], smooth=5,
+                 ylabel="student mass on the teacher's top-k", title="mass on the top-k set")
+    fig.tight_layout()
+    plt.show()
+    return fig

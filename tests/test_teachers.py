@@ -1,0 +1,143 @@
+"""Tests for mopd_mini.teachers: routed scoring equals each teacher scoring its own rows, the two
+execution modes agree, and the summaries are what their names say."""
+
+import copy
+
+import pytest
+import torch
+
+import factworld
+from mopd_mini import BASE, AdapterBank, teachers
+from mopd_mini.rollout import completion_logits, sample
+
+from conftest import TEACHERS
+
+
+@pytest.fixture
+def rollout(tiny, mixed_examples):
+    """Base-model samples on interleaved binding/recall prompts, rows of different lengths."""
+    model, tok = tiny
+    return sample(model, tok, mixed_examples * 2, temperature=3.0, max_new_tokens=5,
+                  generator=torch.Generator().manual_seed(0))
+
+
+def assert_scores_close(a, b):
+    """Two TeacherScores agree to 1e-5 (ids exactly)."""
+    torch.testing.assert_close(a.logprobs, b.logprobs, rtol=0, atol=1e-5)
+    assert torch.equal(a.topk_ids, b.topk_ids)
+    torch.testing.assert_close(a.topk_logprobs, b.topk_logprobs, rtol=0, atol=1e-5)
+    torch.testing.assert_close(a.logits, b.logits, rtol=0, atol=1e-5)
+
+
+def test_teachers_differ(teacher_bank, rollout):
+    """Precondition for the routing tests: the two teachers give different distributions."""
+    binding = teachers.score(teacher_bank, rollout, {"binding": "teacher_binding", "recall": "teacher_binding"})
+    recall = teachers.score(teacher_bank, rollout, {"binding": "teacher_recall", "recall": "teacher_recall"})
+    assert (binding.logits - recall.logits).abs().max() > 1e-2
+
+
+def test_mixed_and_swap_agree(teacher_bank, rollout):
+    """One mixed-adapter forward and one forward per teacher give the same scores (fp32, 1e-5)."""
+    mixed = teachers.score(teacher_bank, rollout, TEACHERS, mode="mixed", k=8)
+    swap = teachers.score(teacher_bank, rollout, TEACHERS, mode="swap", k=8)
+    assert mixed.logits.shape == rollout.completion_ids.shape + (teacher_bank.base.config.vocab_size,)
+    assert mixed.topk_ids.shape == rollout.completion_ids.shape + (8,)
+    assert_scores_close(mixed, swap)
+
+
+@pytest.mark.parametrize("mode", ["mixed", "swap"])
+def test_each_row_is_scored_by_its_own_teacher(teacher_bank, rollout, mode):
+    """Routed scores equal, per domain, that domain's teacher scoring its rows alone."""
+    routed = teachers.score(teacher_bank, rollout, TEACHERS, mode=mode, k=8)
+    for domain, teacher in TEACHERS.items():
+        rows = [i for i, d in enumerate(rollout.domains) if d == domain]
+        assert rows
+        with teacher_bank.use(teacher) as model, torch.no_grad():
+            alone = completion_logits(model, rollout.rows(rows))
+        torch.testing.assert_close(routed.logits[rows], alone, rtol=0, atol=1e-5)
+
+
+def test_sampled_logprob_and_topk_are_the_log_softmax(teacher_bank, rollout):
+    """logprobs = log_softmax(logits) at the sampled token; topk = the k largest of log_softmax."""
+    scores = teachers.score(teacher_bank, rollout, TEACHERS, k=5)
+    log_p = torch.log_softmax(scores.logits.double(), -1)                       # (B, C, V)
+    at_token = log_p.gather(-1, rollout.completion_ids[..., None])[..., 0]
+    torch.testing.assert_close(scores.logprobs.double(), at_token, rtol=0, atol=1e-5)
+    top = log_p.topk(5, dim=-1)
+    torch.testing.assert_close(scores.topk_logprobs.double(), top.values, rtol=0, atol=1e-5)
+    assert torch.equal(scores.topk_ids, top.indices)
+    assert (scores.topk_logprobs[..., :-1] >= scores.topk_logprobs[..., 1:]).all()  # sorted, largest first
+
+
+def test_full_false_drops_the_logits(teacher_bank, rollout):
+    """full=False returns no (B, C, V) tensor but the same log-probs and top-k."""
+    full = teachers.score(teacher_bank, rollout, TEACHERS, k=4)
+    lean = teachers.score(teacher_bank, rollout, TEACHERS, k=4, full=False)
+    assert lean.logits is None
+    assert torch.equal(lean.logprobs, full.logprobs) and torch.equal(lean.topk_ids, full.topk_ids)
+
+
+def test_scoring_keeps_the_train_flag_and_the_active_adapter(teacher_bank, rollout, perturb):
+    """score() runs in eval mode and leaves the model's train/eval flag and active adapter as they were."""
+    teacher_bank.create("student", seed=0)
+    perturb(teacher_bank, "student", seed=3)
+    with teacher_bank.use("student", trainable=True) as model, torch.no_grad():
+        before = completion_logits(model, rollout)
+        model.train()
+        for mode in ("mixed", "swap"):
+            teachers.score(teacher_bank, rollout, TEACHERS, mode=mode)
+            assert model.training
+        model.eval()
+        torch.testing.assert_close(completion_logits(model, rollout), before, rtol=0, atol=0)
+        assert all(p.requires_grad for p in teacher_bank.parameters("student").values())
+
+
+def test_a_domain_without_a_teacher_is_named(teacher_bank, rollout):
+    """A batch domain missing from the route raises ValueError naming it."""
+    with pytest.raises(ValueError, match="recall"):
+        teachers.score(teacher_bank, rollout, {"binding": "teacher_binding"})
+
+
+def test_a_route_to_an_unknown_adapter_is_refused(teacher_bank, rollout):
+    """A route to an adapter the bank does not hold raises ValueError."""
+    with pytest.raises(ValueError, match="teacher_math"):
+        teachers.score(teacher_bank, rollout, {"binding": "teacher_binding", "recall": "teacher_math"})
+
+
+def test_unknown_mode_is_refused(teacher_bank, rollout):
+    """mode must be mixed or swap."""
+    with pytest.raises(ValueError, match="mixed"):
+        teachers.score(teacher_bank, rollout, TEACHERS, mode="average")
+
+
+@pytest.mark.parametrize("k", [0, 10_000])
+def test_k_outside_the_vocabulary_is_refused(teacher_bank, rollout, k):
+    """k must be in 1..V."""
+    with pytest.raises(ValueError, match="vocabulary"):
+        teachers.score(teacher_bank, rollout, TEACHERS, k=k)
+
+
+def test_routing_a_domain_to_the_base_works_in_both_modes(teacher_bank, rollout):
+    """BASE is a valid route (bank.check accepts it): mixed and swap both score those rows with the base."""
+    route = {"binding": BASE, "recall": "teacher_recall"}
+    swap = teachers.score(teacher_bank, rollout, route, mode="swap", k=8)
+    mixed = teachers.score(teacher_bank, rollout, route, mode="mixed", k=8)
+    assert_scores_close(mixed, swap)
+
+
+def test_mixed_equals_swap_on_the_full_qwen3_vocabulary(qwen_random, perturb):
+    """On the shrunken random Qwen3 (V = 151,936), mixed and swap scoring agree to 1e-5."""
+    model, tok = qwen_random
+    bank = AdapterBank(copy.deepcopy(model), tok)
+    for i, name in enumerate(TEACHERS.values()):
+        bank.create(name, seed=i + 1)
+        perturb(bank, name, seed=20 + i)
+    examples = [factworld.generate("binding", "test", n=1, length=4)[0],
+                factworld.generate("recall", "test", n=1, length=4)[0]] * 2
+    rollout = sample(model, tok, examples, max_new_tokens=3, generator=torch.Generator().manual_seed(0))
+    mixed = teachers.score(bank, rollout, TEACHERS, mode="mixed", k=16)
+    swap = teachers.score(bank, rollout, TEACHERS, mode="swap", k=16)
+    assert mixed.logits.shape[-1] == 151_936
+    assert_scores_close(mixed, swap)
+    log_p = torch.log_softmax(mixed.logits, -1).gather(-1, rollout.completion_ids[..., None])[..., 0]
+    torch.testing.assert_close(mixed.logprobs, log_p, rtol=0, atol=1e-5)
