@@ -50,19 +50,21 @@ def evaluate(bank: AdapterBank, adapters: list[str], domains: dict[str, Domain] 
     return {"acc": acc, "floor": floors, "n": n}
 
 
-def domain_score(table: dict, adapter: str, domain: str) -> float:
-    """Mean accuracy of `adapter` over the domain's evaluated lengths."""
-    return fmean(table["acc"][adapter][domain].values())
+def domain_score(table: dict, adapter: str, domain: str, lengths=None) -> float:
+    """Mean accuracy of `adapter` over the domain's evaluated lengths (or the given subset)."""
+    by_len = table["acc"][adapter][domain]
+    return fmean(by_len[L] for L in (lengths or by_len))
 
 
 def normalised_scores(table: dict, student: str = "student", base: str = "base",
-                      teachers: dict[str, str] | None = None) -> dict:
-    """Per domain: the student's, base's and teacher's scores, the denominator and the ratio."""
+                      teachers: dict[str, str] | None = None, lengths: dict | None = None) -> dict:
+    """Per domain: the student's, base's and teacher's scores, the denominator and the ratio.
+    `lengths` ({domain: (L, ...)}) restricts the scores to some lengths, e.g. the held-out ones."""
     domains = list(table["acc"][student])
     teachers = teachers or {d: TEACHER_OF.format(d) for d in domains}
     out = {}
     for d in domains:
-        s, b, t = (domain_score(table, a, d) for a in (student, base, teachers[d]))
+        s, b, t = (domain_score(table, a, d, (lengths or {}).get(d)) for a in (student, base, teachers[d]))
         out[d] = {"model": s, "base": b, "teacher": t, "denominator": t - b,
                   "normalised": (s - b) / (t - b) if abs(t - b) > 1e-9 else float("nan")}
     out["mean"] = fmean(v["normalised"] for v in out.values())
