@@ -13,7 +13,7 @@ experiment: r = 16, alpha = 32, all linear layers, dropout 0).
 
 Adapter folders are peft's own format (`PeftModel.from_pretrained(base, folder)` loads one),
 plus `mopd_mini.json`, the fingerprint of the base and tokenizer an adapter was trained on:
-loading an adapter of another origin is refused unless `allow_foreign=True`.
+loading an adapter of another (or unknown) origin is refused unless `allow_foreign=True`.
 """
 
 from __future__ import annotations
@@ -69,11 +69,15 @@ def atomic_write(path: Path, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a failed write (disk full, Ctrl-C) leaves no half file behind
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 class AdapterBank:
@@ -176,16 +180,28 @@ class AdapterBank:
         return path
 
     def _check_origin(self, path: Path, allow_foreign: bool) -> None:
-        saved = json.loads((path / ORIGIN_FILE).read_text()) if (path / ORIGIN_FILE).exists() else None
-        if saved is None or allow_foreign:
+        if allow_foreign:
             return
+        if not (path / ORIGIN_FILE).exists():
+            raise ValueError(f"the adapter at {path} has no {ORIGIN_FILE} (it was not saved by AdapterBank.save), "
+                             "so nothing shows it was trained on this base and tokenizer. Pass "
+                             "allow_foreign=True to load it if you know it was.")
+        try:
+            saved = json.loads((path / ORIGIN_FILE).read_text())
+        except ValueError:  # not JSON (a truncated or overwritten file)
+            saved = None
+        if not isinstance(saved, dict):
+            raise ValueError(f"the adapter's origin file {path / ORIGIN_FILE} is corrupt; re-create the "
+                             "adapter (re-run the training that made it), or pass allow_foreign=True "
+                             "to load it without the same-origin check")
         differs = [k for k in ("base", "tokenizer") if saved.get(k) != self.origin[k]]
         if differs:
+            name = saved.get("base_name")
+            trained_on = f"it was trained on {name!r}" if name else "its base has no name"
             raise ValueError(
-                f"the adapter at {path} was trained on another {' and '.join(differs)} "
-                f"({saved.get('base_name')!r}) than this bank's ({self.origin['base_name']!r}); its "
-                "token ids or weights would not mean the same here. Pass allow_foreign=True to load it "
-                "anyway (the same-origin ablation does this on purpose).")
+                f"the adapter at {path} was trained on another {' and '.join(differs)} than this bank's "
+                f"({trained_on}); its token ids or weights would not mean the same here. Pass "
+                "allow_foreign=True to load it anyway (the same-origin ablation does this on purpose).")
 
     # -- which adapter runs -------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy
 from .losses import masked_mean, pg_loss, reverse_kl, topk_reverse_kl
 from .rollout import Rollout, completion_logits, sample, token_logprobs
-from .runs import Run, guarded_step
+from .runs import Run, check_loop, guarded_step
 
 LOSSES = ("pg", "topk", "kl")
 
@@ -108,11 +108,10 @@ class MOPDConfig:
             raise ValueError(f"clip must be > 0, or None for no clip; got {self.clip}")
         if self.topk < 1:
             raise ValueError(f"topk must be >= 1, got {self.topk}")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
-        if min(self.steps, self.prompts_per_domain) < 1:
-            raise ValueError(f"steps and prompts_per_domain must be >= 1, got {self.steps}, {self.prompts_per_domain}")
+        if self.prompts_per_domain < 1:
+            raise ValueError(f"prompts_per_domain must be >= 1, got {self.prompts_per_domain}")
         get_domains(self.domains)
+        check_loop(self)
 
     @property
     def route(self) -> dict[str, str]:
@@ -196,6 +195,9 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
     """Create (or resume) the student adapter and distil every domain's teacher into it."""
     cfg.check()
     domains = get_domains(cfg.domains)
+    vocab = bank.base.config.vocab_size
+    if cfg.topk > vocab:
+        raise ValueError(f"topk={cfg.topk} exceeds the vocabulary of {vocab} tokens; pick topk <= {vocab}")
     for teacher in cfg.route.values():
         if teacher not in bank.names:
             raise ValueError(f"the bank has no {teacher!r}; train it (train_teacher) or load it "

@@ -27,7 +27,12 @@ class Domain:
     """FactWorld knobs (default: the original experiment's)"""
 
     def __post_init__(self):
-        factworld.resolve_knobs(self.name, max(self.train_lengths + self.eval_lengths), **self.knobs)
+        for field_name, use in (("train_lengths", "train"), ("eval_lengths", "evaluate")):
+            if not getattr(self, field_name):
+                raise ValueError(f"domain {self.name!r} has empty {field_name}: no prompts to {use} on; "
+                                 f"give at least one length, e.g. {field_name}=(16,)")
+        for length in sorted(set(self.train_lengths + self.eval_lengths)):
+            factworld.resolve_knobs(self.name, length, **self.knobs)
 
     @property
     def held_out(self) -> tuple[int, ...]:

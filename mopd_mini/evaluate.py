@@ -38,6 +38,8 @@ def accuracy(model, tokenizer, examples, max_new_tokens: int = 8) -> float:
 def evaluate(bank: AdapterBank, adapters: list[str], domains: dict[str, Domain] | None = None,
              n: int = 200, seed: int = 0, lengths: dict[str, tuple] | None = None) -> dict:
     """{"acc": {adapter: {domain: {length: accuracy}}}, "floor": {length: E[1/w]}, "n": n}."""
+    if n < 1:
+        raise ValueError(f"n (test prompts per domain and length) must be >= 1, got {n}")
     domains = domains or get_domains()
     tests = {d: {L: dom.test_examples(L, n, seed) for L in (lengths or {}).get(d, dom.eval_lengths)}
              for d, dom in domains.items()}

@@ -4,7 +4,8 @@
     result = train_teacher(bank, GRPOConfig(domain="binding"))   # ~1 CPU minute
 
 Each step: P training prompts of the teacher's domain; G completions per prompt sampled from
-the teacher adapter at temperature 1; reward = relaxed match with the gold answer; advantage =
+the teacher adapter at temperature 1; reward = relaxed match with the gold answer (0 for a
+completion that runs out of tokens without ending: see `Rollout.rewards`); advantage =
 the reward normalised within its group; groups whose G rewards are all equal carry no signal
 and are skipped; loss = token-mean policy gradient; AdamW with gradient clip 1.0.
 
@@ -26,7 +27,7 @@ from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy
 from .losses import group_advantages, policy_gradient_loss
 from .rollout import completion_logits, sample, token_logprobs
-from .runs import Run, guarded_step
+from .runs import Run, check_loop, guarded_step
 
 
 @dataclass
@@ -73,6 +74,16 @@ class GRPOConfig:
                           experiment=experiment_name(cfg.experiment))
         return replace(cfg, **overrides)
 
+    def check(self) -> None:
+        """A ValueError naming the field and the fix for any setting the trainer cannot use."""
+        get_domains([self.domain])
+        if self.prompts_per_step < 1:
+            raise ValueError(f"prompts_per_step must be >= 1, got {self.prompts_per_step}")
+        if self.group_size < 2:
+            raise ValueError(f"group_size must be >= 2: the advantage compares the completions of one "
+                             f"prompt, and a group of one never learns; got {self.group_size}")
+        check_loop(self)
+
     @property
     def adapter(self) -> str:
         return TEACHER_OF.format(self.domain)
@@ -80,10 +91,8 @@ class GRPOConfig:
 
 def train_teacher(bank: AdapterBank, cfg: GRPOConfig) -> Run:
     """Create (or resume) the teacher adapter of `cfg.domain` and train it with GRPO."""
+    cfg.check()
     domain = get_domains([cfg.domain])[cfg.domain]
-    if min(cfg.steps, cfg.prompts_per_step, cfg.group_size) < 1:
-        raise ValueError(f"steps, prompts_per_step and group_size must be >= 1, got {cfg.steps}, "
-                         f"{cfg.prompts_per_step}, {cfg.group_size}")
     bank.create(cfg.adapter, seed=cfg.seed)
     params = list(bank.parameters(cfg.adapter).values())
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)

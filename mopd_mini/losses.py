@@ -15,8 +15,14 @@ The three ways to pull the student toward its teacher on the student's own sampl
   reverse_kl       the exact full-vocabulary reverse KL: the quantity the other two estimate.
                    Chunked, so it never holds several (B, T, V) fp32 tensors at once.
 
-plus `policy_gradient_loss` (the REINFORCE surrogate that MOPD-PG and GRPO share) and
-`group_advantages` (GRPO's group-normalised reward, used to train the teachers).
+plus `policy_gradient_loss` (the REINFORCE surrogate that MOPD-PG and GRPO share),
+`group_advantages` (GRPO's group-normalised reward, used to train the teachers), and
+`log_softmax_at` (log-probs of a few tokens per position without a (B, T, V) log-softmax: what
+top-k and the sampled-token log-probs need).
+
+Memory at Qwen3's vocabulary (V = 151,936): the (B, T, V) losses work a chunk of rows at a time
+in forward and backward, so besides the (B, T, V) gradient they hand back (in the logits' dtype)
+they hold one chunk of fp32 temporaries, never a (B, T, V) fp32 copy (docs/benchmarks.md).
 
 Aggregation, everywhere: token mean within each sequence, then mean over the batch,
 
@@ -41,7 +47,7 @@ from torch.autograd.function import once_differentiable
 
 Info = dict[str, Tensor]
 
-_CHUNK_ELEMENTS = 1 << 24  # 2**24 fp32 numbers = 64 MB: the default size of one reverse_kl chunk
+_CHUNK_ELEMENTS = 1 << 20  # 2**20 fp32 numbers = 4 MB: the default size of one chunk of rows
 
 
 def _check_shapes(fix: str, leading_dims: int | None = None, **tensors: Tensor) -> None:
@@ -142,6 +148,63 @@ def pg_loss(student_logprobs: Tensor, teacher_logprobs: Tensor, mask: Tensor,
     }
 
 
+def _chunks(n_rows: int, V: int, chunk_size: int | None) -> list[slice]:
+    """Row slices of about _CHUNK_ELEMENTS numbers each (or `chunk_size` rows)."""
+    step = chunk_size or max(1, _CHUNK_ELEMENTS // V)
+    return [slice(i, min(i + step, n_rows)) for i in range(0, n_rows, step)]
+
+
+class _LogSoftmaxAt(torch.autograd.Function):
+    """log softmax(z)[ids] for (N, V) logits and (N, k) ids, a chunk of rows at a time.
+
+        forward:   out_nj = z_{n, ids_nj} - lse_n,          lse_n = log sum_v exp z_nv
+        backward:  dz_nv  = sum_j g_nj [v = ids_nj] - softmax(z_n)_v sum_j g_nj
+
+    Saves only z, ids and lse (N,); the one (N, V) tensor it makes is the gradient, in z's dtype.
+    """
+
+    @staticmethod
+    def forward(ctx, z: Tensor, ids: Tensor, chunk_size: int | None) -> Tensor:
+        dtype = _compute_dtype(z)
+        lse = torch.empty(len(z), dtype=dtype, device=z.device)                    # (N,)
+        for rows in _chunks(len(z), z.shape[-1], chunk_size):
+            lse[rows] = z[rows].to(dtype).logsumexp(dim=-1)                         # one (n, V) temporary
+        ctx.save_for_backward(z, ids, lse)
+        ctx.chunk_size = chunk_size
+        return z.gather(-1, ids).to(dtype) - lse[:, None]                           # (N, k)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out: Tensor) -> tuple[Tensor, None, None]:
+        z, ids, lse = ctx.saved_tensors
+        grad = torch.empty_like(z)                                                  # (N, V), z's dtype
+        g = grad_out.to(lse.dtype)                                                  # (N, k)
+        for rows in _chunks(len(z), z.shape[-1], ctx.chunk_size):
+            d = z[rows].to(lse.dtype, copy=True)                                    # (n, V) the only temporary
+            d.sub_(lse[rows, None]).exp_().mul_(-g[rows].sum(-1, keepdim=True))      # - softmax(z)_v sum_j g_j
+            d.scatter_add_(-1, ids[rows], g[rows])                                  # + g_j at v = ids_j
+            grad[rows] = d
+        return grad, None, None
+
+
+def log_softmax_at(logits: Tensor, ids: Tensor, chunk_size: int | None = None) -> Tensor:
+    """log softmax(logits)[ids]: the log-probs of a few tokens per position, in fp32 (or fp64).
+
+        out[..., j] = z[ids[..., j]] - log sum_v exp z_v
+
+    logits: (..., V), any float dtype; ids: (..., k) long. Returns (..., k). Equal to
+    `logits.float().log_softmax(-1).gather(-1, ids)`, but forward and backward run a chunk of rows
+    at a time (`chunk_size` rows; default ~16 MB of fp32), so no (..., V) fp32 copy or softmax is
+    ever held: the only (..., V) tensor is the gradient, in the logits' dtype.
+    """
+    V, k = logits.shape[-1], ids.shape[-1]
+    if ids.shape[:-1] != logits.shape[:-1]:
+        raise ValueError(f"ids {tuple(ids.shape)} must match the logits {tuple(logits.shape)} in all but "
+                         "the last dim; pass one row of token ids per logit row")
+    out = _LogSoftmaxAt.apply(logits.reshape(-1, V), ids.reshape(-1, k), chunk_size)  # (N, k)
+    return out.view(*ids.shape)
+
+
 def topk_reverse_kl(student_logits: Tensor, teacher_topk_ids: Tensor, teacher_topk_logprobs: Tensor,
                     mask: Tensor, correction: bool = True) -> tuple[Tensor, Info]:
     """MOPD-Top-k: reverse KL over the teacher's top-k tokens, bias-corrected.
@@ -160,9 +223,8 @@ def topk_reverse_kl(student_logits: Tensor, teacher_topk_ids: Tensor, teacher_to
     mask: (B, T). info: `per_token`, `student_topk_mass` = sum_{v in TopK} p_S(v),
     `teacher_topk_mass` = sum_{v in TopK} p_T(v), all (B, T) at every position.
 
-    Memory: one log-sum-exp over V and a gather of k logits, never a (B, T, V) log_softmax. With
-    bf16 logits the fp32 upcast is still one (B, T, V) copy; at a large V, slice the logits to
-    the completion positions before calling.
+    Memory: `log_softmax_at`, a chunk of rows at a time: no (B, T, V) fp32 copy or softmax, in
+    forward or backward; the one (B, T, V) tensor is the gradient, in the logits' dtype.
     """
     _check_logits(student_logits=student_logits)
     _check_shapes("pass top-k ids, top-k log-probs and mask for the (B, T) positions of the logits",
@@ -173,9 +235,7 @@ def topk_reverse_kl(student_logits: Tensor, teacher_topk_ids: Tensor, teacher_to
     V, k = student_logits.shape[-1], teacher_topk_ids.shape[-1]
     if not 1 <= k <= V:
         raise ValueError(f"k must be between 1 and V = {V}, got k = {k}; take a top-k with k <= V")
-    z = _upcast(student_logits)                                  # (B, T, V) fp32 (a copy if bf16)
-    lse = z.logsumexp(dim=-1, keepdim=True)                      # (B, T, 1) log sum_v exp z_v
-    log_p_S = z.gather(-1, teacher_topk_ids) - lse               # (B, T, k) log p_S(v) = z_v - lse
+    log_p_S = log_softmax_at(student_logits, teacher_topk_ids)   # (B, T, k) log p_S(v) = z_v - lse
     log_p_T = _upcast(teacher_topk_logprobs.detach())            # (B, T, k) log p_T(v), a constant
     p_S, p_T = log_p_S.exp(), log_p_T.exp()                      # (B, T, k)
     per_token = (p_S * (log_p_S - log_p_T)).sum(dim=-1)          # (B, T) sum_v p_S log(p_S / p_T)

@@ -115,7 +115,13 @@ def _quantization_config(quantize, dtype, device):
 
 
 def _load_pretrained(name, dtype, quantize, device):
-    """A hub id or a local folder; a clear message when the weights cannot be found offline."""
+    """A hub id or a local folder; a clear message when the weights cannot be found offline, or
+    when a folder holds no usable checkpoint (missing, truncated or corrupt files)."""
+    name = os.path.expanduser(name)
+    is_folder = os.path.isdir(name)
+    if not is_folder and name.startswith(("/", ".", "~")):
+        raise FileNotFoundError(f"no folder at {name!r}: pass the folder that holds config.json, the "
+                                "weights (model.safetensors) and the tokenizer files, or a hub id")
     kwargs = {"dtype": dtype}
     if quantize is not None:
         kwargs.update(quantization_config=_quantization_config(quantize, dtype, device),
@@ -123,10 +129,19 @@ def _load_pretrained(name, dtype, quantize, device):
     try:
         tokenizer = AutoTokenizer.from_pretrained(name)
         model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
-    except OSError as err:  # no network, no cache, or a folder without a checkpoint
-        where = "folder" if os.path.isdir(name) or name.startswith(("/", ".", "~")) else "hub id"
-        raise OSError(
-            f"could not load {where} {name!r}: {err}\nWith no network, download the weights on a "
+    except torch.cuda.OutOfMemoryError:
+        raise
+    except Exception as err:
+        if is_folder:  # a folder that exists but is not a whole checkpoint
+            raise ValueError(
+                f"the folder {name!r} is not a usable checkpoint ({type(err).__name__}: {err}). It needs "
+                "config.json, model.safetensors and the tokenizer files, as save_pretrained writes them: "
+                f"download it again (for Qwen3-1.7B: `huggingface-cli download {QWEN3_ID} --local-dir {name}`)."
+            ) from err
+        if not isinstance(err, OSError):
+            raise
+        raise OSError(  # no network and no cached copy of the hub id
+            f"could not load hub id {name!r}: {err}\nWith no network, download the weights on a "
             f"machine that has one (`huggingface-cli download {QWEN3_ID} --local-dir ./Qwen3-1.7B`) "
             "and pass the local folder: load_base('./Qwen3-1.7B'). For the course without weights "
             f"use load_base('{TINY}'); for the architecture alone, load_base('{QWEN3_RANDOM}')."

@@ -23,6 +23,7 @@ from torch import Tensor
 
 import factworld
 
+from .losses import log_softmax_at
 from .tokenizer import INSTRUCTION, is_tiny
 
 
@@ -43,22 +44,20 @@ def encode_prompts(model, tokenizer, prompts: list[str], max_new_tokens: int) ->
     """Left-padded (B, P) ids and mask of the chat-formatted prompts, checked against the model."""
     if not prompts:
         raise ValueError("no prompts to sample from: pass at least one example")
-    rows = []
-    for p in prompts:
-        text = chat_prompt(tokenizer, p)
-        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        unknown = [text[a:b] for i, (a, b) in zip(enc["input_ids"], enc["offset_mapping"])
-                   if i == tokenizer.unk_token_id]
+    texts = [chat_prompt(tokenizer, p) for p in prompts]
+    encoded = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)  # one batched call
+    rows, unk = encoded["input_ids"], tokenizer.unk_token_id
+    for text, ids, offsets in zip(texts, rows, encoded["offset_mapping"]):
+        unknown = [text[a:b] for i, (a, b) in zip(ids, offsets) if i == unk]
         if unknown:
             raise ValueError(f"the prompt has words outside this model's vocabulary: {unknown[:5]}; keep "
                              "FactWorld knobs within the tiny vocabulary (agents < 64, objects < 8, values "
                              "< 128, length < 64) or use a Qwen3 model")
-        rows.append(enc["input_ids"])
     limit = model.config.max_position_embeddings
     longest = max(map(len, rows))
     if longest + max_new_tokens > limit:
         raise ValueError(f"a prompt of {longest} tokens + {max_new_tokens} new tokens exceeds the model's "
-                         f"context of {limit}; use a shorter FactWorld length")
+                         f"context of {limit}; use a shorter FactWorld length or fewer max_new_tokens")
     pad = tokenizer.pad_token_id
     ids = torch.tensor([[pad] * (longest - len(r)) + r for r in rows])          # (B, P)
     mask = torch.tensor([[0] * (longest - len(r)) + [1] * len(r) for r in rows])  # (B, P)
@@ -100,6 +99,7 @@ class Rollout:
     prompt_len: int          # P
     examples: list           # the FactWorld examples, one per row
     sample_logprobs: Tensor  # (B, C)     log-probs when sampled (a diagnostic: losses recompute)
+    ended: Tensor            # (B,)       True where the completion emitted EOS within the budget
 
     @property
     def completion_ids(self) -> Tensor:
@@ -114,15 +114,20 @@ class Rollout:
                 for ids, m in zip(self.completion_ids, self.completion_mask)]
 
     def rewards(self, tokenizer) -> Tensor:
-        """FactWorld's relaxed match of each completion against its gold answer: (B,) in {0, 1}."""
-        return torch.tensor([float(factworld.score(t, ex.answer)) for t, ex in
-                             zip(self.texts(tokenizer), self.examples)])
+        """The verifiable reward, (B,) in {0, 1}: FactWorld's relaxed match against the gold answer,
+        and 0 for a completion that never ended (truncated at max_new_tokens, as in DAPO's overlong
+        filtering). Without that rule only the first token is graded and whatever follows the
+        answer drifts freely under RL; with it, a teacher must also learn to stop."""
+        match = torch.tensor([float(factworld.score(t, ex.answer)) for t, ex in
+                              zip(self.texts(tokenizer), self.examples)])
+        return match * self.ended.float().cpu()
 
     def rows(self, index: list[int]) -> "Rollout":
         """The sub-batch of the given rows (same columns, so it scores identically)."""
         i = torch.tensor(index, dtype=torch.long)
         return Rollout(self.input_ids[i], self.attention_mask[i], self.completion_mask[i],
-                       self.prompt_len, [self.examples[j] for j in index], self.sample_logprobs[i])
+                       self.prompt_len, [self.examples[j] for j in index], self.sample_logprobs[i],
+                       self.ended[i])
 
 
 @torch.no_grad()
@@ -156,30 +161,35 @@ def sample(model, tokenizer, examples: list, *, temperature: float = 1.0, greedy
             break
     completion_mask = torch.stack(alive_steps, 1).float()      # (B, C) 1 up to and including EOS
     return Rollout(torch.cat([ids, torch.stack(tokens, 1)], 1), mask, completion_mask, ids.shape[1],
-                   list(examples), torch.stack(logps, 1) * completion_mask)
+                   list(examples), torch.stack(logps, 1) * completion_mask, done)
 
 
 def completion_logits(model, rollout: Rollout, **forward_kwargs) -> Tensor:
     """The model's logits at the positions that predict each completion token: (B, C, V).
 
-    One forward over prompt + completion (a prefill); the LM head runs on the last C + 1 positions
-    only (`logits_to_keep`), never on the prompt, which at V = 151,936 is most of the memory."""
-    C = rollout.completion_mask.shape[1]
+    One forward over prompt + completion (a prefill); the LM head runs on those C positions only
+    (`logits_to_keep`), never on the prompt, which at V = 151,936 is most of the memory. The
+    result is one contiguous (B, C, V) tensor (no slice of a larger one), so the losses chunk it
+    without a copy."""
+    P, C = rollout.prompt_len, rollout.completion_mask.shape[1]
+    keep = torch.arange(P - 1, P + C - 1, device=rollout.input_ids.device)  # P-1 .. P+C-2 predict P .. P+C-1
     out = model(input_ids=rollout.input_ids, attention_mask=rollout.attention_mask,
-                position_ids=position_ids(rollout.attention_mask), logits_to_keep=C + 1, **forward_kwargs)
-    return out.logits[:, :-1]  # logits at P-1 .. P+C-2 predict tokens P .. P+C-1
+                position_ids=position_ids(rollout.attention_mask), logits_to_keep=keep, **forward_kwargs)
+    return out.logits
 
 
 def token_logprobs(logits: Tensor, ids: Tensor) -> Tensor:
-    """log pi(y_t | x, y_<t) of the given tokens: logits (B, C, V), ids (B, C) -> (B, C), fp32."""
-    lse = logits.float().logsumexp(-1)                                   # (B, C)
-    return logits.gather(-1, ids[..., None]).squeeze(-1).float() - lse   # z_y - log sum exp z
+    """log pi(y_t | x, y_<t) of the given tokens: logits (B, C, V), ids (B, C) -> (B, C), fp32.
+    z_y - log sum_v exp z_v, a chunk of rows at a time (no (B, C, V) fp32 copy; see losses)."""
+    return log_softmax_at(logits, ids[..., None])[..., 0]
 
 
 def generate_answers(model, tokenizer, prompts: list[str], max_new_tokens: int = 8,
                      batch_size: int = 64) -> list[str]:
     """Greedy answers to raw FactWorld prompts (exactly `Example.prompt`), in the model's own
     prompt format; works on a plain base and on a peft model with whichever adapter is active."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     answers = []
     for i in range(0, len(prompts), batch_size):
         chunk = [Prompt(p) for p in prompts[i: i + batch_size]]

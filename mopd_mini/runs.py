@@ -70,9 +70,12 @@ class Run:
             state = torch.load(path, weights_only=False)
         except Exception as err:
             raise ValueError(f"the checkpoint {path} is unreadable ({err}); delete it to start over") from err
-        if _comparable(state["config"]) != _comparable(self.config):
-            raise ValueError(f"{self.dir} holds a run with another config; use another experiment name, "
-                             f"or delete the folder to start over.\n saved: {state['config']}\n now:   {self.config}")
+        saved, now = _comparable(state["config"]), _comparable(self.config)
+        if saved != now:
+            diff = "; ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}"
+                             for k in sorted(saved.keys() | now.keys()) if saved.get(k) != now.get(k))
+            raise ValueError(f"{self.dir} holds a run with another config ({diff}); use another experiment "
+                             "name, or delete the folder to start over")
         bank.load_state(name, state["adapter"])
         optimizer.load_state_dict(state["optimizer"])
         generator.set_state(state["generator"])
@@ -109,6 +112,22 @@ def guarded_step(loss: torch.Tensor, params: list, optimizer, grad_clip: float) 
         return {"skipped_nonfinite": True, "grad_norm": norm.item()}
     optimizer.step()
     return {"skipped_nonfinite": False, "grad_norm": norm.item()}
+
+
+def check_loop(cfg) -> None:
+    """The settings every trainer's config shares (steps, lr, sampling, evaluation, checkpoints):
+    a ValueError naming the field and the fix for a value the loop cannot use."""
+    if not cfg.temperature > 0:
+        raise ValueError(f"temperature must be > 0 (1: on-policy sampling), got {cfg.temperature}")
+    if not cfg.lr > 0:
+        raise ValueError(f"lr must be > 0, got {cfg.lr}")
+    if not cfg.grad_clip > 0:
+        raise ValueError(f"grad_clip must be > 0 (the max gradient norm; 1e9 turns the clip off), got {cfg.grad_clip}")
+    for name in ("steps", "max_new_tokens", "eval_n", "checkpoint_every"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.eval_every < 0:
+        raise ValueError(f"eval_every must be >= 0 (0: never evaluate), got {cfg.eval_every}")
 
 
 def _comparable(config: dict) -> dict:
