@@ -63,7 +63,8 @@ class PretrainConfig:
     d_model: int = 128
     heads: int = 4
     d_ff: int = 256
-    seed: int = 0
+    seed: int = 3
+    """seed 3 ships: seed 0 never formed the recall lookup within 7,250 steps (docs/tiny_base.md)"""
     eval_every: int = 250
     """evaluate greedy answer accuracy every this many steps"""
     eval_lengths: tuple[int, ...] = (6, 8, 12, 16, 24, 32)
@@ -154,7 +155,8 @@ def evaluate_base(model, tokenizer, lengths, n, knobs=None) -> dict:
 
 
 def train(cfg: PretrainConfig):
-    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(1)  # one thread: float sums in a fixed order, so the command reproduces the
+    torch.manual_seed(cfg.seed)  # shipped checkpoint bit for bit (and a model this small gains little from more)
     tokenizer = build_tiny_tokenizer()
     entity_ids = sorted(i for t, i in tokenizer.get_vocab().items()  # sorted: vocab order is arbitrary
                         if t[:1] == "▁" and t[1:2] in "gosv" and t[2:].isdigit())
