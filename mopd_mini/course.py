@@ -4,7 +4,9 @@
     python -m mopd_mini.course --fast          # the CI mode: MOPD_FAST=1 (fewer steps, same code)
 
 MOPD_FAST=1 shrinks step counts and evaluation sizes through the trainers' `for_model`
-presets (and keeps its runs apart, under runs/<experiment>-fast/); every code path is the same.
+presets (and keeps its runs apart, under runs/<experiment>-fast/); every code path is the same
+(`mopd_mini.runs.FAST`). Each notebook runs in its own kernel, in its own folder (notebooks/),
+so its runs/ and figures/ land there.
 """
 
 from __future__ import annotations
@@ -14,19 +16,6 @@ import json
 import os
 import time
 from pathlib import Path
-
-FAST = os.environ.get("MOPD_FAST", "") not in ("", "0")
-
-
-def fast_or(full: int, fast: int) -> int:
-    """`fast` in the CI mode (MOPD_FAST=1), else `full`."""
-    return fast if FAST else full
-
-
-def experiment_name(name: str = "course") -> str:
-    """Runs of the CI mode live apart from full ones, so neither resumes the other."""
-    return f"{name}-fast" if FAST else name
-
 
 def execute(notebook: Path, out_dir: Path, timeout: int = 3600) -> float:
     """Execute one notebook in its own folder; write the executed copy; return the seconds."""

@@ -31,12 +31,11 @@ from tqdm.auto import tqdm
 
 from . import teachers as routing
 from .adapters import AdapterBank
-from .course import FAST, experiment_name
 from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy
 from .losses import masked_mean, pg_loss, reverse_kl, topk_reverse_kl
 from .rollout import Rollout, completion_logits, sample, token_logprobs
-from .runs import Run, check_loop, guarded_step
+from .runs import FAST, Run, check_loop, experiment_name, guarded_step
 
 LOSSES = ("pg", "topk", "kl")
 
@@ -53,7 +52,7 @@ class MOPDConfig:
     """topk: size of the teacher's top-k set (the paper uses 64); also the logged top-k masses"""
     topk_correction: bool = True
     """topk: add the paper's `- p_S + p_T` bias correction (False: the naive truncated sum)"""
-    steps: int = 150
+    steps: int = 300
     """optimizer steps"""
     prompts_per_domain: int = 8
     """prompts of each domain per step, one student completion each (N = 1)"""
@@ -73,7 +72,7 @@ class MOPDConfig:
     """greedy accuracy on test prompts every this many steps (0: never)"""
     eval_n: int = 64
     """test prompts per domain and evaluated length"""
-    track_steps: tuple[int, ...] = (1, 10, 25, 50, 100, 150)
+    track_steps: tuple[int, ...] = (1, 10, 25, 50, 100, 200, 300)
     """steps at which per-token tensors of the tracked prompts are recorded (before that step's update)"""
     track_prompts: int = 4
     """fixed test prompts per domain whose per-token KL and advantage are recorded"""
@@ -91,11 +90,11 @@ class MOPDConfig:
     @classmethod
     def for_model(cls, model: str = "tiny", **overrides) -> "MOPDConfig":
         """Defaults for a model size: the tiny model's, or the FactWorld experiment's for Qwen3.
-        Under MOPD_FAST=1 (the CI mode) steps shrink by 3x and runs go to runs/<experiment>-fast/."""
-        qwen3 = dict(lr=1e-4, max_new_tokens=8, steps=200, eval_n=100)
+        Under MOPD_FAST=1 (the CI mode) steps halve and runs go to runs/<experiment>-fast/."""
+        qwen3 = dict(lr=1e-4, max_new_tokens=8, steps=200, eval_n=100, track_steps=(1, 10, 25, 50, 100, 200))
         cfg = cls(**({} if model == "tiny" else qwen3))
         if FAST:
-            cfg = replace(cfg, steps=max(1, cfg.steps // 3), eval_n=min(cfg.eval_n, 32),
+            cfg = replace(cfg, steps=max(1, cfg.steps // 2), eval_n=min(cfg.eval_n, 32),
                           experiment=experiment_name(cfg.experiment))
         return replace(cfg, **overrides)
 

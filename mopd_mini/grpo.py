@@ -22,12 +22,11 @@ import torch
 from tqdm.auto import tqdm
 
 from .adapters import AdapterBank
-from .course import FAST, experiment_name
 from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy
 from .losses import group_advantages, policy_gradient_loss
 from .rollout import completion_logits, sample, token_logprobs
-from .runs import Run, check_loop, guarded_step
+from .runs import FAST, Run, check_loop, experiment_name, guarded_step
 
 
 @dataclass
@@ -66,11 +65,11 @@ class GRPOConfig:
     @classmethod
     def for_model(cls, model: str = "tiny", **overrides) -> "GRPOConfig":
         """Defaults for a model size: the tiny model's, or the FactWorld experiment's for Qwen3.
-        Under MOPD_FAST=1 (the CI mode) steps shrink by 3x and runs go to runs/<experiment>-fast/."""
+        Under MOPD_FAST=1 (the CI mode) steps halve and runs go to runs/<experiment>-fast/."""
         qwen3 = dict(lr=1e-4, max_new_tokens=8, eval_n=100)
         cfg = cls(**({} if model == "tiny" else qwen3))
         if FAST:
-            cfg = replace(cfg, steps=max(1, cfg.steps // 3), eval_n=min(cfg.eval_n, 32),
+            cfg = replace(cfg, steps=max(1, cfg.steps // 2), eval_n=min(cfg.eval_n, 32),
                           experiment=experiment_name(cfg.experiment))
         return replace(cfg, **overrides)
 

@@ -194,7 +194,7 @@ def log_softmax_at(logits: Tensor, ids: Tensor, chunk_size: int | None = None) -
 
     logits: (..., V), any float dtype; ids: (..., k) long. Returns (..., k). Equal to
     `logits.float().log_softmax(-1).gather(-1, ids)`, but forward and backward run a chunk of rows
-    at a time (`chunk_size` rows; default ~16 MB of fp32), so no (..., V) fp32 copy or softmax is
+    at a time (`chunk_size` rows; default ~4 MB of fp32), so no (..., V) fp32 copy or softmax is
     ever held: the only (..., V) tensor is the gradient, in the logits' dtype.
     """
     V, k = logits.shape[-1], ids.shape[-1]
@@ -292,7 +292,7 @@ def reverse_kl(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
         KL_t = sum_v p_S(v) (log p_S(v) - log p_T(v)),     L_KL = masked_mean(KL)
 
     student_logits, teacher_logits: (B, T, V), any float dtype; mask: (B, T). Only masked-in
-    positions are computed, `chunk_size` rows at a time (default: ~64 MB of fp32 per chunk), in
+    positions are computed, `chunk_size` rows at a time (default: ~4 MB of fp32 per chunk), in
     the forward and again in the backward, so memory stays flat at V = 151,936. Gradient flows
     to student_logits only. info: `kl` (B, T), 0 at positions outside the mask.
     """

@@ -130,6 +130,14 @@ class Rollout:
                        self.ended[i])
 
 
+def _draw(probs: Tensor, generator: torch.Generator | None) -> Tensor:
+    """One token per row ~ probs (B, V). The trainers seed a CPU generator; on a GPU the draw then
+    happens on the CPU (a (B, V) copy per token), so a seed gives the same samples on every device."""
+    if generator is not None and generator.device != probs.device:
+        return torch.multinomial(probs.to(generator.device), 1, generator=generator)[:, 0].to(probs.device)
+    return torch.multinomial(probs, 1, generator=generator)[:, 0]
+
+
 @torch.no_grad()
 def sample(model, tokenizer, examples: list, *, temperature: float = 1.0, greedy: bool = False,
            max_new_tokens: int = 8, generator: torch.Generator | None = None, **forward_kwargs) -> Rollout:
@@ -139,18 +147,28 @@ def sample(model, tokenizer, examples: list, *, temperature: float = 1.0, greedy
     if not greedy and not temperature > 0:
         raise ValueError(f"temperature must be > 0 (got {temperature}); use greedy=True for argmax decoding")
     device = next(model.parameters()).device
-    prompt_ids, prompt_mask = encode_prompts(model, tokenizer, [e.prompt for e in examples], max_new_tokens)
-    ids, mask = prompt_ids.to(device), prompt_mask.to(device)                 # (B, P)
+    prompts = [e.prompt for e in examples]
+    distinct = {p: i for i, p in enumerate(dict.fromkeys(prompts))}        # GRPO repeats each prompt G times
+    prompt_ids, prompt_mask = encode_prompts(model, tokenizer, list(distinct), max_new_tokens)
+    ids, mask = prompt_ids.to(device), prompt_mask.to(device)                 # (U, P) one row per distinct prompt
+    row_of = torch.tensor([distinct[p] for p in prompts], device=device)      # (B,) the distinct row of each row
     stop = torch.tensor(eos_ids(model, tokenizer), device=device)
-    done = torch.zeros(len(ids), dtype=torch.bool, device=device)
+    done = torch.zeros(len(examples), dtype=torch.bool, device=device)
     tokens, logps, alive_steps = [], [], []
     cache, step_ids, step_pos = None, ids, position_ids(mask)
     for _ in range(max_new_tokens):
+        # the LM head on the last position only, named by index: the int `logits_to_keep=1` slices the
+        # prefill's hidden states to a non-contiguous (B, 1, H) view, for which torch's matmul copies the
+        # whole (H, V) head once per row (B x 622 MB at Qwen3's vocabulary)
+        last = torch.tensor([step_ids.shape[1] - 1], device=device)
         out = model(input_ids=step_ids, attention_mask=mask, position_ids=step_pos, cache=cache,
-                    use_cache=True, logits_to_keep=1, **forward_kwargs)
-        cache = out.cache
-        logp = torch.log_softmax(out.logits[:, -1].float() / (1.0 if greedy else temperature), -1)  # (B, V)
-        y = logp.argmax(-1) if greedy else torch.multinomial(logp.exp(), 1, generator=generator)[:, 0]
+                    use_cache=True, logits_to_keep=last, **forward_kwargs)
+        cache, logits = out.cache, out.logits[:, -1]
+        if len(logits) < len(examples):  # the prefill ran once per distinct prompt: copy it to each of its rows
+            cache.reorder_cache(row_of)
+            logits, ids, mask, step_pos = logits[row_of], ids[row_of], mask[row_of], step_pos[row_of]
+        logp = torch.log_softmax(logits.float() / (1.0 if greedy else temperature), -1)  # (B, V)
+        y = logp.argmax(-1) if greedy else _draw(logp.exp(), generator)
         alive = ~done                                          # this step's token is real for these rows
         y = torch.where(alive, y, tokenizer.pad_token_id)      # finished rows only pad
         tokens.append(y), logps.append(logp.gather(1, y[:, None])[:, 0]), alive_steps.append(alive)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,6 +26,18 @@ import torch
 from .adapters import AdapterBank, atomic_write
 
 RUNS_DIR = Path("runs")
+FAST = os.environ.get("MOPD_FAST", "") not in ("", "0")
+"""the CI mode: fewer steps through the trainers' presets, same code paths"""
+
+
+def fast_or(full: int, fast: int) -> int:
+    """`fast` in the CI mode (MOPD_FAST=1), else `full`."""
+    return fast if FAST else full
+
+
+def experiment_name(name: str = "course") -> str:
+    """Runs of the CI mode live apart from full ones, so neither resumes the other."""
+    return f"{name}-fast" if FAST else name
 
 
 @dataclass

@@ -16,9 +16,9 @@ Two ways to run the teachers, with identical results (a test checks this to 1e-5
              (the base matmul once for all rows; each teacher's low-rank update on its rows)
     "swap"   one forward per teacher over its rows, switching the active adapter between them
 
-"mixed" is the default: it costs one base forward whatever the number of teachers (the
-benchmarks measure it at about 1.0x scoring the whole batch with a single teacher). Each
-teacher's rows are a slice of the batch when they are contiguous (train_student lists its
+"mixed" is the default: it costs one base forward whatever the number of teachers
+(docs/benchmarks.md measures it at about 1.0x scoring the whole batch with a single teacher).
+Each teacher's rows are a slice of the batch when they are contiguous (train_student lists its
 prompts domain by domain), so no activation is copied. Adapters that the routed pass does not
 cover (DoRA, LoRA on embeddings or convolutions) fall back to peft's own mixed-adapter batches
 (`adapter_names=[...]`), which gather and scatter the rows in every layer.
