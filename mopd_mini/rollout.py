@@ -192,7 +192,8 @@ def completion_logits(model, rollout: Rollout, **forward_kwargs) -> Tensor:
     P, C = rollout.prompt_len, rollout.completion_mask.shape[1]
     keep = torch.arange(P - 1, P + C - 1, device=rollout.input_ids.device)  # P-1 .. P+C-2 predict P .. P+C-1
     out = model(input_ids=rollout.input_ids, attention_mask=rollout.attention_mask,
-                position_ids=position_ids(rollout.attention_mask), logits_to_keep=keep, **forward_kwargs)
+                position_ids=position_ids(rollout.attention_mask), logits_to_keep=keep, use_cache=False,
+                **forward_kwargs)
     return out.logits
 
 

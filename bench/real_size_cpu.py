@@ -1,0 +1,163 @@
+"""Real size on this CPU: one MOPD step with the real Qwen3-1.7B architecture (random weights, bf16,
+vocabulary 151,936), LoRA r = 16 on every linear layer, two teachers and a student on one base.
+
+The step runs in a fresh subprocess, so its peak resident memory (VmHWM) is its own: the child
+records the peak of loading, resets the high-water mark (/proc/self/clear_refs), then runs one
+MOPD step (bench.common.Steps.mopd: what train_student does per step) and one SFT step on the
+same prompts, and prints what it measured as JSON.
+
+    python -m bench.real_size_cpu               # several minutes on 2 cores; about 8 GB of RAM
+    python -m bench.real_size_cpu --quick       # one small layer, full vocabulary (smoke test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+import torch
+
+from . import before
+from .common import (ROOT, Steps, gb, make_bank, ms, peak_rss_bytes, print_and_write, release_free_memory,
+                     reset_peak_rss, rss_bytes, section_head, set_checkpointing, set_threads, step_examples)
+
+GOAL_GB = 10
+SMALL = dict(num_hidden_layers=1, hidden_size=64, intermediate_size=128, num_attention_heads=2,
+             num_key_value_heads=1, head_dim=32)
+
+
+def child(args) -> dict:
+    """Runs in the subprocess: load, then one MOPD step and one SFT step, measured."""
+    from mopd_mini import MOPDConfig
+
+    set_threads(args.threads)
+    start = time.perf_counter()
+    bank = make_bank("qwen3-1.7b-random", shrink=SMALL if args.quick else None)
+    out = {"load_s": time.perf_counter() - start, "load_peak": peak_rss_bytes(), "after_load": rss_bytes(),
+           "threads": torch.get_num_threads(),
+           "params": sum(p.numel() for p in bank.base.parameters()),
+           "adapter_params": sum(p.numel() for p in bank.parameters("student").values())}
+    cfg = MOPDConfig.for_model("qwen3", experiment=None, progress=False, prompts_per_domain=args.prompts)
+    steps = Steps(bank, cfg, step_examples(cfg), phases={})
+
+    def old_mopd(model):
+        with before.library_before():
+            return steps.mopd(model)
+
+    def checkpointed_mopd(model):
+        set_checkpointing(bank, True)
+        try:
+            return steps.mopd(model)
+        finally:
+            set_checkpointing(bank, False)
+
+    with bank.use(cfg.student, trainable=True) as model:
+        runs = {"mopd": steps.mopd, "sft": steps.sft, "mopd_checkpointed": checkpointed_mopd,
+                **({"mopd_before": old_mopd} if args.before else {})}
+        for name, fn in runs.items():
+            steps.reset()
+            release_free_memory()
+            reset_peak_rss()
+            wall, cpu = time.perf_counter(), time.process_time()
+            info = fn(model)
+            out[name] = {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
+                         "peak": peak_rss_bytes(), **info}
+            if name == "mopd":
+                out["phases"] = {k: v[0] for k, v in steps.phases.items()}
+            print(f"{name}: {out[name]['wall']:.1f} s, peak RSS {gb(out[name]['peak'])}", file=sys.stderr, flush=True)
+    out["step_peak"] = max(out["mopd"]["peak"], out["sft"]["peak"])
+    return out
+
+
+def run_child(argv: list[str]) -> dict:
+    cmd = [sys.executable, "-m", "bench.real_size_cpu", "--child", *argv]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the measuring subprocess failed:\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def report(res: dict, args, argv) -> tuple[str, dict]:
+    m, s = res["mopd"], res["sft"]
+    ok = res["step_peak"] <= GOAL_GB * 2**30
+    head = section_head("Real size on this CPU: Qwen3-1.7B architecture, one MOPD step", "bench.real_size_cpu",
+                        argv=argv)
+    lines = [head.replace(f"torch threads {torch.get_num_threads()}", f"torch threads {res['threads']}"), "",
+             f"Random weights in bf16 ({res['params'] / 1e9:.2f} B parameters"
+             f"{', one small layer: --quick' if args.quick else ''}), three LoRA adapters (r = 16, every linear "
+             f"layer; {res['adapter_params'] / 1e6:.1f} M parameters each), {args.prompts} prompts per domain with "
+             "the Qwen3 preset (`MOPDConfig.for_model('qwen3')`: max_new_tokens 8, the stand-in tokenizer's chat "
+             f"format with FactWorld's instruction). MOPD block {m['shape'][0]} x {m['shape'][1]} tokens "
+             f"({m['tokens']} sampled: random weights never stop early, so every row runs the whole budget). "
+             "Measured in a fresh subprocess, one run of each step; each step's peak RSS is its own (the "
+             "high-water mark is reset before it).", "",
+             "| | wall time | peak RSS | goal |", "| --- | --- | --- | --- |",
+             f"| one MOPD step | **{ms(m['wall'])}** (CPU {ms(m['cpu'])}) | **{gb(m['peak'])}** | peak <= {GOAL_GB} GB: "
+             f"{'met' if ok else '**missed**'} |",
+             f"| one SFT step, same prompts | {ms(s['wall'])} (MOPD / SFT = {m['wall'] / s['wall']:.2f}x) | {gb(s['peak'])} | |"]
+    c = res["mopd_checkpointed"]
+    lines.append(f"| one MOPD step, student forward with gradient checkpointing (a proposal) | {ms(c['wall'])} "
+                 f"({c['wall'] / m['wall']:.2f}x) | {gb(c['peak'])} | |")
+    if "mopd_before" in res:
+        b = res["mopd_before"]
+        lines.append(f"| one MOPD step with the code before the speed changes | {ms(b['wall'])} "
+                     f"({b['wall'] / m['wall']:.1f}x the new) | {gb(b['peak'])} | |")
+    lines += [f"| after loading (base + adapters, resident) | | {gb(res['after_load'])} | |",
+              f"| while loading (random init) | {ms(res['load_s'])} | {gb(res['load_peak'])} | |", "",
+              "MOPD step by phase (CPU time):", "", "| phase | CPU time |", "| --- | --- |"]
+    lines += [f"| {k} | {ms(v)} |" for k, v in res["phases"].items()]
+    per_row = (m["peak"] - res["after_load"]) / m["shape"][0]
+    per_row_ckpt = (c["peak"] - res["after_load"]) / m["shape"][0]
+    proj, proj_ckpt = res["after_load"] + 16 * per_row, res["after_load"] + 16 * per_row_ckpt
+    lines += ["", f"**What this says about the GPU (a rough projection).** Above the resident model the step's "
+              f"peak is {gb(per_row)} per row of {m['shape'][1]} tokens, most of it the activations that the "
+              "student's forward keeps for backward (28 layers; RMSNorm and peft's LoRA path keep fp32 copies of "
+              f"their inputs). Scaled to batch 16: about {gb(proj)} in all, "
+              f"{'over' if proj > 16 * 2**30 else 'under'} the 16 GB bf16 goal of the GPU section; the "
+              f"activations alone ({gb(16 * per_row)}) are {'over' if 16 * per_row > 8 * 2**30 else 'under'} the "
+              "8 GB 4-bit goal (4-bit shrinks the weights, not the activations). Gradient checkpointing of the "
+              f"student's forward (keep each layer's input, recompute the layer in backward) measured "
+              f"{gb(per_row_ckpt)} per row, about {gb(proj_ckpt)} at batch 16, at little cost in time. These "
+              "are resident-set figures: they move by a GB or two between runs and count what the CPU allocator "
+              "keeps after frees, so they overstate a CUDA allocator's peak; the GPU script measures both "
+              "settings exactly. The trainers do not enable checkpointing (a proposal in the speed-changes "
+              "section)."]
+    lines += ["", "Loading peaks above the steps because `load_base('qwen3-1.7b-random')` builds the model in fp32 "
+              "and then casts it to bf16 (a proposal in the speed-changes section would remove that); the steps "
+              "need the bf16 weights, the adapters and the activations. The old code's extra peak is the LM-head "
+              "copy of the speed-changes section (one (H, V) copy per row in each of the prefill, the teachers' "
+              "and the student's forwards). On this CPU a real-size step is a minute: the course's Qwen3 path is "
+              "for a GPU (next section)."]
+    figures = {"real size on CPU: peak RSS of a MOPD step": {"goal": f"<= {GOAL_GB} GB", "measured": gb(m["peak"]),
+                                                            "ok": ok},
+               "real size on CPU: one MOPD step (batch 4)": {"goal": "(time, no goal)", "measured": ms(m["wall"]),
+                                                             "ok": None}}
+    return "\n".join(lines), figures
+
+
+def main(argv=None, write: bool = True):
+    p = argparse.ArgumentParser(description="one MOPD step at the real Qwen3-1.7B size on this CPU")
+    p.add_argument("--prompts", type=int, default=2, help="prompts per domain")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: on this shared machine 2 "
+                   "threads ran a Qwen3 forward 3x slower than 1, the other core being busy)")
+    p.add_argument("--quick", action="store_true", help="one small layer, full vocabulary (smoke test)")
+    p.add_argument("--no-before", dest="before", action="store_false",
+                   help="skip the step with the pre-speed-change code (bench/before.py)")
+    p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args)))
+        return None
+    passed = [a for a in (sys.argv[1:] if argv is None else argv) if a not in ("--no-write",)]
+    res = run_child(passed)
+    body, figures = report(res, args, argv)
+    print_and_write("real_size", body, None if args.quick else figures, write and not args.no_write and not args.quick)
+    return res
+
+
+if __name__ == "__main__":
+    main()

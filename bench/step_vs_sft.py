@@ -1,0 +1,126 @@
+"""MOPD step vs SFT step: what one on-policy distillation step costs next to one supervised step.
+
+    MOPD step  what `distill.train_student` does per step, minus logging and evaluation:
+               the student samples (prefill + a few decode steps), the routed teachers score
+               (one mixed-adapter forward), the student's forward with grad, mopd_objective,
+               backward and AdamW on the student adapter (bench.common.Steps.mopd)
+    SFT step   the same prompts with the gold answer (+ EOS) as the target, right-padded to the same
+               C columns: one forward + backward of the student adapter, loss on answer tokens
+
+Tiny default (`MOPDConfig.for_model("tiny")`: 8 prompts per domain, loss pg, scoring mixed,
+max_new_tokens 4), one torch thread, repetitions interleaved; each repetition restores the
+student's weights and reseeds the sampler, so every repetition does the same work.
+
+    python -m bench.step_vs_sft                 # about a minute
+    python -m bench.step_vs_sft --quick         # 2 prompts per domain, 2 repetitions (smoke test)
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from mopd_mini import MOPDConfig
+from mopd_mini.rollout import encode_prompts, position_ids
+
+from .common import (Steps, machine, make_bank, median, ms, print_and_write, section_head, set_threads,
+                     side_by_side, step_examples)
+
+GOAL = 2.0
+
+
+def measure(cfg: MOPDConfig, reps: int, warmup: int = 2) -> dict:
+    bank = make_bank("tiny")
+    steps = Steps(bank, cfg, step_examples(cfg), phases={})
+    ids, mask = encode_prompts(bank.model, bank.tokenizer, [e.prompt for e in steps.examples], cfg.max_new_tokens)
+
+    with bank.use(cfg.student, trainable=True) as model:
+        @torch.no_grad()
+        def prefill():  # the student's sampling prefill alone: one no-grad forward over the prompts
+            model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), logits_to_keep=1,
+                  use_cache=True)
+
+        shapes = {"MOPD": steps.mopd(model), "SFT": steps.sft(model)}
+        timings = side_by_side({"MOPD step": lambda: steps.mopd(model), "SFT step": lambda: steps.sft(model),
+                                "student prefill": prefill}, reps=reps, warmup=warmup,
+                               before_each=steps.reset, after_warmup=steps.phases.clear)
+    return {"timings": timings, "phases": {k: median(v) for k, v in steps.phases.items()}, "shapes": shapes}
+
+
+def report(res: dict, cfg: MOPDConfig, reps: int, argv) -> tuple[str, dict]:
+    t, ph = res["timings"], res["phases"]
+    r_cpu, r_wall = t.ratio("MOPD step", "SFT step"), t.ratio("MOPD step", "SFT step", "wall")
+    sft = t.median("SFT step")
+    fwd, bwd = ph["sft: student forward + loss"], ph["sft: backward + AdamW"]
+    prefill, teacher = t.median("student prefill"), ph["mopd: teachers.score"]
+    floor = (prefill + teacher + fwd + bwd) / (fwd + bwd)
+    reuse = (t.median("MOPD step") - prefill) / sft
+    m, s = res["shapes"]["MOPD"], res["shapes"]["SFT"]
+    ok = r_cpu <= GOAL
+    lines = [
+        section_head("MOPD step vs SFT step (tiny, this CPU)", "bench.step_vs_sft", argv=argv), "",
+        f"Tiny default: {len(cfg.domains)} domains x {cfg.prompts_per_domain} prompts, loss `{cfg.loss}`, scoring "
+        f"`{cfg.scoring}`, max_new_tokens {cfg.max_new_tokens}. MOPD's block is {m['shape'][0]} x {m['shape'][1]} "
+        f"tokens ({m['tokens']} completion tokens sampled); SFT's is {s['shape'][0]} x {s['shape'][1]} "
+        f"({s['tokens']} answer tokens). Medians of {reps} interleaved repetitions; the clock is the "
+        "process's CPU time (so time spent waiting for a core that other jobs hold is not counted), wall "
+        "time beside it.", "",
+        "| | MOPD step | SFT step | MOPD / SFT | goal |", "| --- | --- | --- | --- | --- |",
+        f"| CPU time | {ms(t.median('MOPD step'))} | {ms(sft)} | **{r_cpu:.2f}x** | <= {GOAL:.0f}x: "
+        f"{'met' if ok else '**missed**'} |",
+        f"| wall time | {ms(t.median('MOPD step', 'wall'))} | {ms(t.median('SFT step', 'wall'))} | {r_wall:.2f}x | |",
+        "", "Where the time goes (CPU time, medians; one SFT step = 1.00):", "",
+        "| phase | time | in SFT steps |", "| --- | --- | --- |"]
+    for name, v in ph.items():
+        lines.append(f"| {name} | {ms(v)} | {v / sft:.2f} |")
+    lines.append(f"| (the student's sampling prefill alone, no grad) | {ms(prefill)} | {prefill / sft:.2f} |")
+    lines += [
+        "", "**Why about 2x, and where the floor is.** A MOPD step is an SFT step (the student's forward and "
+        "backward) plus the student's sampling (a prefill over the prompts, then one cheap decode step per "
+        "generated token) plus the routed teachers' prefill. The issue's floor of about 1.7x counts the "
+        "backward as two forwards, as in full fine-tuning; here the base is frozen and only LoRA adapters "
+        f"train, so the backward computes activation gradients only and costs {bwd / fwd:.2f}x the forward "
+        f"(measured above). With these measured parts the floor of this trainer's structure, "
+        f"(prefill + teacher + forward + backward) / (forward + backward), is **{floor:.2f}x**; the rest is "
+        f"the decode steps and the loss. The remaining big saving is structural: the student's sampling prefill "
+        f"and its training forward run the same adapter over the same prompts. A trainer that ran the prefill "
+        f"once, with grad, and reused its KV cache for the training forward over the completion would drop "
+        f"one prompt forward: about {reuse:.2f}x by these numbers (a change to `distill.train_student` and "
+        f"`rollout.sample`, not made here: see the speed-changes section).",
+        "", "**Next to the published 14.8-23.1x.** The critique (arXiv 2610.04272, \"Rethinking Self-Distillation for Multi-Teacher Capability Merging\") "
+        "counts total training GPU-hours at scale. This page counts one step on FactWorld, where a completion "
+        f"is {cfg.max_new_tokens} tokens at most after a ~100-token prompt: generation is one prefill and "
+        "three decode steps, the teacher is the same base with another LoRA adapter, and one forward "
+        "scores every teacher. At scale the completions are thousands of tokens, so generation is thousands "
+        "of sequential, memory-bound decode steps that dwarf a teacher-forced pass over the same tokens; the "
+        "teachers are separate full models, each a full forward over every long completion; and the SFT "
+        "baseline there fine-tunes on teacher trajectories sampled beforehand, while MOPD samples afresh "
+        "at every step. The course's ratio sits near the floor of the method because its completions are "
+        "a few tokens long; it is a per-step cost and says nothing about how many steps each method needs "
+        "to reach an accuracy."]
+    figures = {"MOPD step / SFT step (tiny, CPU)": {"goal": f"<= {GOAL:.0f}x", "measured": f"{r_cpu:.2f}x",
+                                                      "ok": ok}}
+    return "\n".join(lines), figures
+
+
+def main(argv=None, write: bool = True):
+    p = argparse.ArgumentParser(description="one MOPD step vs one SFT step, tiny default, CPU")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: the tiny model is too "
+                   "small to gain from more, and the machine is shared)")
+    p.add_argument("--quick", action="store_true", help="2 prompts per domain, 2 repetitions (smoke test)")
+    p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    args = p.parse_args(argv)
+    set_threads(args.threads)
+    cfg = MOPDConfig.for_model("tiny", experiment=None, progress=False)
+    if args.quick:
+        cfg.prompts_per_domain, args.reps = 2, 2
+    res = measure(cfg, args.reps, warmup=1 if args.quick else 2)
+    body, figures = report(res, cfg, args.reps, argv)
+    print_and_write("step", body, figures, write and not args.no_write and not args.quick)
+    return res
+
+
+if __name__ == "__main__":
+    main()
