@@ -13,14 +13,20 @@ teacher, minimising the per-token reverse KL. The tree reads as the pipeline:
     evaluate            accuracy, floors, the normalised score      evaluate, normalised_scores
 """
 
-from . import losses
-from .adapters import BASE, AdapterBank, LoraSettings
-from .distill import MOPDConfig, train_student
-from .domains import DOMAINS, Domain, get_domains
-from .evaluate import evaluate, format_scores, format_table, normalised_scores
-from .grpo import GRPOConfig, train_teacher
-from .models import QWEN3_ID, QWEN3_RANDOM, TINY, load_base
-from .rollout import generate_answers, sample
+import warnings
+
+# peft 0.21 reads transformers' deprecated `is_gradient_checkpointing` alias whenever an adapter is
+# created, which would print a FutureWarning in every notebook cell that makes one.
+warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+
+from . import losses  # noqa: E402
+from .adapters import BASE, AdapterBank, LoraSettings  # noqa: E402
+from .distill import MOPDConfig, train_student  # noqa: E402
+from .domains import DOMAINS, Domain, get_domains  # noqa: E402
+from .evaluate import evaluate, format_scores, format_table, normalised_scores  # noqa: E402
+from .grpo import GRPOConfig, train_teacher  # noqa: E402
+from .models import QWEN3_ID, QWEN3_RANDOM, TINY, load_base  # noqa: E402
+from .rollout import generate_answers, sample  # noqa: E402
 
 __all__ = ["load_base", "generate_answers", "sample", "AdapterBank", "LoraSettings", "BASE", "GRPOConfig",
            "train_teacher", "MOPDConfig", "train_student", "evaluate", "normalised_scores", "format_table",

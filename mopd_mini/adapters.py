@@ -236,9 +236,9 @@ class AdapterBank:
         each layer's activations in the backward instead of keeping them. About 2x less activation
         memory for a few % more time; sampling and teacher scoring (eval mode) are unaffected."""
         if on:
-            self.base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        elif self.base.is_gradient_checkpointing:
-            self.base.gradient_checkpointing_disable()
+            self.base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        elif self.base.is_activation_checkpointing:
+            self.base.activation_checkpointing_disable()
 
     def state(self, name: str) -> dict[str, torch.Tensor]:
         """A copy of the adapter's weights (for checkpoints and tests)."""

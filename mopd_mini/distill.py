@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from . import teachers as routing
 from .adapters import AdapterBank
 from .domains import get_domains
-from .evaluate import TEACHER_OF, accuracy
+from .evaluate import TEACHER_OF, accuracy_by_length
 from .losses import masked_mean, pg_loss, reverse_kl, topk_reverse_kl
 from .rollout import Rollout, completion_logits, sample, token_logprobs
 from .runs import FAST, Run, check_loop, experiment_name, guarded_step
@@ -93,7 +93,8 @@ class MOPDConfig:
     def for_model(cls, model: str = "tiny", **overrides) -> "MOPDConfig":
         """Defaults for a model size: the tiny model's, or the FactWorld experiment's for Qwen3.
         Under MOPD_FAST=1 (the CI mode) steps halve and runs go to runs/<experiment>-fast/."""
-        qwen3 = dict(lr=1e-4, max_new_tokens=8, steps=200, eval_n=100, track_steps=(1, 10, 25, 50, 100, 200), gradient_checkpointing=True)
+        qwen3 = dict(lr=1e-4, max_new_tokens=8, steps=200, eval_n=100, gradient_checkpointing=True,
+                     track_steps=(1, 10, 25, 50, 100, 200))
         cfg = cls(**({} if model == "tiny" else qwen3))
         if FAST:
             cfg = replace(cfg, steps=max(1, cfg.steps // 2), eval_n=min(cfg.eval_n, 32),
@@ -210,14 +211,16 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
     generator = torch.Generator().manual_seed(cfg.seed)
     run = Run.open(cfg.experiment, cfg.student, cfg)
     start = run.resume(bank, cfg.student, optimizer, generator)
-    tracked = [ex for d in domains.values() for ex in d.test_examples(d.eval_lengths[0], cfg.track_prompts, cfg.seed + 1)]
+    tracked = [ex for d in domains.values()
+               for ex in d.test_examples(d.eval_lengths[0], cfg.track_prompts, cfg.seed + 1)]
     with bank.use(cfg.student, trainable=True) as model:
         for step in tqdm(range(start, cfg.steps + 1), desc=cfg.student, disable=not cfg.progress,
                          initial=start - 1, total=cfg.steps):
             if step in cfg.track_steps:
                 run.trace += track(bank, cfg, tracked, step)
             # --- 1. sample: one completion per prompt, from the student, every domain --------
-            examples = [ex for d in domains.values() for ex in d.train_examples(step, cfg.prompts_per_domain, cfg.seed)]
+            examples = [ex for d in domains.values()
+                        for ex in d.train_examples(step, cfg.prompts_per_domain, cfg.seed)]
             rollout = sample(model, bank.tokenizer, examples, temperature=cfg.temperature,
                              max_new_tokens=cfg.max_new_tokens, generator=generator)
             # --- 2-3. route each completion to its domain's teacher, which scores it -----------
@@ -233,9 +236,7 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
             row.update(domain_metrics(info, rollout, rollout.rewards(bank.tokenizer)))
             row["kl"] = masked_mean(info["kl"], rollout.completion_mask).item()
             if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
-                for name, d in domains.items():
-                    for L in d.eval_lengths:
-                        row[f"acc/{name}/L{L}"] = accuracy(model, bank.tokenizer, d.test_examples(L, cfg.eval_n))
+                row.update(accuracy_by_length(model, bank.tokenizer, domains, cfg.eval_n))
             run.log(row)
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 run.save(step, bank, cfg.student, optimizer, generator)

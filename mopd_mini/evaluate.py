@@ -35,6 +35,12 @@ def accuracy(model, tokenizer, examples, max_new_tokens: int = 8) -> float:
     return fmean(factworld.score(a, e.answer) for a, e in zip(answers, examples))
 
 
+def accuracy_by_length(model, tokenizer, domains: dict[str, Domain], n: int) -> dict[str, float]:
+    """{"acc/<domain>/L<length>": greedy accuracy} at every evaluation length: the trainers' log."""
+    return {f"acc/{name}/L{L}": accuracy(model, tokenizer, d.test_examples(L, n))
+            for name, d in domains.items() for L in d.eval_lengths}
+
+
 def evaluate(bank: AdapterBank, adapters: list[str], domains: dict[str, Domain] | None = None,
              n: int = 200, seed: int = 0, lengths: dict[str, tuple] | None = None) -> dict:
     """{"acc": {adapter: {domain: {length: accuracy}}}, "floor": {length: E[1/w]}, "n": n}."""

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from .adapters import AdapterBank
 from .domains import get_domains
-from .evaluate import TEACHER_OF, accuracy
+from .evaluate import TEACHER_OF, accuracy_by_length
 from .losses import group_advantages, policy_gradient_loss
 from .rollout import completion_logits, sample, token_logprobs
 from .runs import FAST, Run, check_loop, experiment_name, guarded_step
@@ -123,8 +123,7 @@ def train_teacher(bank: AdapterBank, cfg: GRPOConfig) -> Run:
                 row.update(loss=loss.item(), **guarded_step(loss, params, optimizer, cfg.grad_clip))
             # --- evaluate, log, checkpoint ------------------------------------------------------
             if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
-                for L in domain.eval_lengths:
-                    row[f"acc/L{L}"] = accuracy(model, bank.tokenizer, domain.test_examples(L, cfg.eval_n))
+                row.update(accuracy_by_length(model, bank.tokenizer, {cfg.domain: domain}, cfg.eval_n))
             run.log(row)
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 run.save(step, bank, cfg.adapter, optimizer, generator)

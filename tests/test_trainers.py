@@ -60,7 +60,7 @@ def test_train_teacher_writes_its_run_folder(bank, tmp_path, monkeypatch):
             "config.json"} <= {f.name for f in folder.iterdir()}
     lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in lines] == [1, 2]
-    assert {"acc/L16", "acc/L24"} <= set(lines[-1]) and "acc/L16" not in lines[0]
+    assert {"acc/recall/L16", "acc/recall/L24"} <= set(lines[-1]) and "acc/recall/L16" not in lines[0]
     trained = bank.state("teacher_recall")
     bank.load("again", folder)
     for (_, p), (_, q) in zip(sorted(trained.items()), sorted(bank.state("again").items())):
