@@ -49,7 +49,7 @@ class GRPOConfig:
     """completion budget (FactWorld answers are one token, a period and EOS)"""
     grad_clip: float = 1.0
     """max global gradient norm"""
-    eval_every: int = 50
+    eval_every: int = 25
     """greedy accuracy on held-out test prompts every this many steps (0: never)"""
     eval_n: int = 64
     """test prompts per evaluated length"""

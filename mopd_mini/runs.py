@@ -143,9 +143,13 @@ def check_loop(cfg) -> None:
         raise ValueError(f"eval_every must be >= 0 (0: never evaluate), got {cfg.eval_every}")
 
 
+IGNORED_ON_RESUME = ("steps", "progress", "eval_every", "eval_n", "checkpoint_every", "track_steps", "track_prompts")
+
+
 def _comparable(config: dict) -> dict:
-    """A config minus the fields that may change between a run and its resumption."""
-    return {k: v for k, v in config.items() if k not in ("steps", "progress")}
+    """A config minus the fields that do not change the trained weights (how long, how often it
+    evaluates or checkpoints, what it shows): a run may be resumed or extended across those."""
+    return {k: v for k, v in config.items() if k not in IGNORED_ON_RESUME}
 
 
 def read_metrics(folder: str | Path) -> list[dict]:
