@@ -24,7 +24,7 @@ because FactWorld completions are a few tokens long.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
@@ -35,7 +35,7 @@ from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy_by_length
 from .losses import masked_mean, pg_loss, reverse_kl, topk_reverse_kl
 from .rollout import Rollout, completion_logits, sample, token_logprobs
-from .runs import FAST, Run, check_loop, experiment_name, guarded_step
+from .runs import Run, check_loop, guarded_step, preset
 
 LOSSES = ("pg", "topk", "kl")
 
@@ -95,11 +95,7 @@ class MOPDConfig:
         Under MOPD_FAST=1 (the CI mode) steps halve and runs go to runs/<experiment>-fast/."""
         qwen3 = dict(lr=1e-4, max_new_tokens=8, steps=200, eval_n=100, gradient_checkpointing=True,
                      track_steps=(1, 10, 25, 50, 100, 200))
-        cfg = cls(**({} if model == "tiny" else qwen3))
-        if FAST:
-            cfg = replace(cfg, steps=max(1, cfg.steps // 2), eval_n=min(cfg.eval_n, 32),
-                          experiment=experiment_name(cfg.experiment))
-        return replace(cfg, **overrides)
+        return preset(cls, model, qwen3, overrides)
 
     def check(self) -> None:
         if self.loss not in LOSSES:

@@ -16,7 +16,7 @@ is no PPO clip and no reference-model KL term.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
@@ -26,7 +26,7 @@ from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy_by_length
 from .losses import group_advantages, policy_gradient_loss
 from .rollout import completion_logits, sample, token_logprobs
-from .runs import FAST, Run, check_loop, experiment_name, guarded_step
+from .runs import Run, check_loop, guarded_step, preset
 
 
 @dataclass
@@ -69,11 +69,7 @@ class GRPOConfig:
         """Defaults for a model size: the tiny model's, or the FactWorld experiment's for Qwen3.
         Under MOPD_FAST=1 (the CI mode) steps halve and runs go to runs/<experiment>-fast/."""
         qwen3 = dict(lr=1e-4, max_new_tokens=8, eval_n=100, gradient_checkpointing=True)
-        cfg = cls(**({} if model == "tiny" else qwen3))
-        if FAST:
-            cfg = replace(cfg, steps=max(1, cfg.steps // 2), eval_n=min(cfg.eval_n, 32),
-                          experiment=experiment_name(cfg.experiment))
-        return replace(cfg, **overrides)
+        return preset(cls, model, qwen3, overrides)
 
     def check(self) -> None:
         """A ValueError naming the field and the fix for any setting the trainer cannot use."""

@@ -18,7 +18,7 @@ import io
 import json
 import os
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -38,6 +38,17 @@ def fast_or(full: int, fast: int) -> int:
 def experiment_name(name: str = "course") -> str:
     """Runs of the CI mode live apart from full ones, so neither resumes the other."""
     return f"{name}-fast" if FAST else name
+
+
+def preset(config_cls, model: str, qwen3: dict, overrides: dict):
+    """A trainer config for a model size: the class defaults (tuned on the tiny model) or the
+    `qwen3` values for any other model; under MOPD_FAST=1 steps halve, evaluations shrink and the
+    runs move to runs/<experiment>-fast/; then the caller's overrides."""
+    cfg = config_cls(**({} if model == "tiny" else qwen3))
+    if FAST:
+        cfg = replace(cfg, steps=max(1, cfg.steps // 2), eval_n=min(cfg.eval_n, 32),
+                      experiment=experiment_name(cfg.experiment))
+    return replace(cfg, **overrides)
 
 
 @dataclass
