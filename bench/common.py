@@ -229,17 +229,6 @@ def make_rollout(prompt_ids, prompt_mask, completion_ids, completion_mask, examp
     return Rollout(**kwargs)
 
 
-def set_checkpointing(bank, on: bool) -> None:
-    """Gradient checkpointing of the base's layers (non-reentrant, so frozen inputs are fine): the
-    student's training forward then keeps only each layer's input and recomputes the rest in
-    backward. It applies in train mode only, so sampling and the teachers are unaffected. The
-    trainers do not do this; the real-size and GPU benchmarks measure what it would save."""
-    if on:
-        bank.base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    else:
-        bank.base.gradient_checkpointing_disable()
-
-
 def step_examples(cfg, step: int = 1) -> list:
     """The prompts of one MOPD step: `prompts_per_domain` of every domain (as train_student)."""
     from mopd_mini.domains import get_domains
@@ -263,6 +252,7 @@ class Steps:
         from mopd_mini.runs import guarded_step  # noqa: F401  (import errors surface here)
 
         self.bank, self.cfg, self.examples = bank, cfg, examples
+        bank.set_checkpointing(cfg.gradient_checkpointing)  # as train_student does
         self.params = list(bank.parameters(cfg.student).values())
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=0.0)
         self.snapshot = bank.state(cfg.student)

@@ -6,7 +6,7 @@ records the peak of loading, resets the high-water mark (/proc/self/clear_refs),
 MOPD step (bench.common.Steps.mopd: what train_student does per step) and one SFT step on the
 same prompts, and prints what it measured as JSON.
 
-    python -m bench.real_size_cpu               # several minutes on 2 cores; about 8 GB of RAM
+    python -m bench.real_size_cpu               # about 4 minutes on 2 cores; about 7 GB of RAM
     python -m bench.real_size_cpu --quick       # one small layer, full vocabulary (smoke test)
 """
 
@@ -22,7 +22,7 @@ import torch
 
 from . import before
 from .common import (ROOT, Steps, gb, make_bank, ms, peak_rss_bytes, print_and_write, release_free_memory,
-                     reset_peak_rss, rss_bytes, section_head, set_checkpointing, set_threads, step_examples)
+                     reset_peak_rss, rss_bytes, section_head, set_threads, step_examples)
 
 GOAL_GB = 10
 SMALL = dict(num_hidden_layers=1, hidden_size=64, intermediate_size=128, num_attention_heads=2,
@@ -39,24 +39,28 @@ def child(args) -> dict:
     out = {"load_s": time.perf_counter() - start, "load_peak": peak_rss_bytes(), "after_load": rss_bytes(),
            "threads": torch.get_num_threads(),
            "params": sum(p.numel() for p in bank.base.parameters()),
+           "embed_params": bank.base.get_input_embeddings().weight.numel(),
            "adapter_params": sum(p.numel() for p in bank.parameters("student").values())}
     cfg = MOPDConfig.for_model("qwen3", experiment=None, progress=False, prompts_per_domain=args.prompts)
     steps = Steps(bank, cfg, step_examples(cfg), phases={})
+
+    def unchecked(fn):
+        """The same step with activation checkpointing off (the tiny presets' setting, and the old code's)."""
+        def run(model):
+            bank.set_checkpointing(False)
+            try:
+                return fn(model)
+            finally:
+                bank.set_checkpointing(cfg.gradient_checkpointing)
+        return run
 
     def old_mopd(model):
         with before.library_before():
             return steps.mopd(model)
 
-    def checkpointed_mopd(model):
-        set_checkpointing(bank, True)
-        try:
-            return steps.mopd(model)
-        finally:
-            set_checkpointing(bank, False)
-
     with bank.use(cfg.student, trainable=True) as model:
-        runs = {"mopd": steps.mopd, "sft": steps.sft, "mopd_checkpointed": checkpointed_mopd,
-                **({"mopd_before": old_mopd} if args.before else {})}
+        runs = {"mopd": steps.mopd, "sft": steps.sft, "mopd_no_checkpointing": unchecked(steps.mopd),
+                **({"mopd_before": unchecked(old_mopd)} if args.before else {})}
         for name, fn in runs.items():
             steps.reset()
             release_free_memory()
@@ -95,42 +99,46 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
              "Measured in a fresh subprocess, one run of each step; each step's peak RSS is its own (the "
              "high-water mark is reset before it).", "",
              "| | wall time | peak RSS | goal |", "| --- | --- | --- | --- |",
-             f"| one MOPD step | **{ms(m['wall'])}** (CPU {ms(m['cpu'])}) | **{gb(m['peak'])}** | peak <= {GOAL_GB} GB: "
-             f"{'met' if ok else '**missed**'} |",
-             f"| one SFT step, same prompts | {ms(s['wall'])} (MOPD / SFT = {m['wall'] / s['wall']:.2f}x) | {gb(s['peak'])} | |"]
-    c = res["mopd_checkpointed"]
-    lines.append(f"| one MOPD step, student forward with gradient checkpointing (a proposal) | {ms(c['wall'])} "
-                 f"({c['wall'] / m['wall']:.2f}x) | {gb(c['peak'])} | |")
+             f"| one MOPD step, as the Qwen3 preset runs it (activation checkpointing on) | **{ms(m['wall'])}** "
+             f"(CPU {ms(m['cpu'])}) | **{gb(m['peak'])}** | peak <= {GOAL_GB} GB: {'met' if ok else '**missed**'} |",
+             f"| one SFT step, same prompts, same setting | {ms(s['wall'])} (MOPD / SFT = {m['wall'] / s['wall']:.2f}x) "
+             f"| {gb(s['peak'])} | |"]
+    u = res["mopd_no_checkpointing"]
+    lines.append(f"| one MOPD step, activation checkpointing off | {ms(u['wall'])} ({u['wall'] / m['wall']:.2f}x) "
+                 f"| {gb(u['peak'])} | |")
     if "mopd_before" in res:
         b = res["mopd_before"]
-        lines.append(f"| one MOPD step with the code before the speed changes | {ms(b['wall'])} "
-                     f"({b['wall'] / m['wall']:.1f}x the new) | {gb(b['peak'])} | |")
+        lines.append(f"| one MOPD step with the code before the speed changes (checkpointing off) | {ms(b['wall'])} "
+                     f"({b['wall'] / u['wall']:.1f}x the new, checkpointing off) | {gb(b['peak'])} | |")
     lines += [f"| after loading (base + adapters, resident) | | {gb(res['after_load'])} | |",
-              f"| while loading (random init) | {ms(res['load_s'])} | {gb(res['load_peak'])} | |", "",
-              "MOPD step by phase (CPU time):", "", "| phase | CPU time |", "| --- | --- |"]
+              f"| while loading (random init, built in bf16) | {ms(res['load_s'])} | {gb(res['load_peak'])} | |", "",
+              "MOPD step by phase (CPU time, as the preset runs it):", "", "| phase | CPU time |", "| --- | --- |"]
     lines += [f"| {k} | {ms(v)} |" for k, v in res["phases"].items()]
     per_row = (m["peak"] - res["after_load"]) / m["shape"][0]
-    per_row_ckpt = (c["peak"] - res["after_load"]) / m["shape"][0]
-    proj, proj_ckpt = res["after_load"] + 16 * per_row, res["after_load"] + 16 * per_row_ckpt
-    lines += ["", f"**What this says about the GPU (a rough projection).** Above the resident model the step's "
-              f"peak is {gb(per_row)} per row of {m['shape'][1]} tokens, most of it the activations that the "
-              "student's forward keeps for backward (28 layers; RMSNorm and peft's LoRA path keep fp32 copies of "
-              f"their inputs). Scaled to batch 16: about {gb(proj)} in all, "
-              f"{'over' if proj > 16 * 2**30 else 'under'} the 16 GB bf16 goal of the GPU section; the "
-              f"activations alone ({gb(16 * per_row)}) are {'over' if 16 * per_row > 8 * 2**30 else 'under'} the "
-              "8 GB 4-bit goal (4-bit shrinks the weights, not the activations). Gradient checkpointing of the "
-              f"student's forward (keep each layer's input, recompute the layer in backward) measured "
-              f"{gb(per_row_ckpt)} per row, about {gb(proj_ckpt)} at batch 16, at little cost in time. These "
-              "are resident-set figures: they move by a GB or two between runs and count what the CPU allocator "
-              "keeps after frees, so they overstate a CUDA allocator's peak; the GPU script measures both "
-              "settings exactly. The trainers do not enable checkpointing (a proposal in the speed-changes "
-              "section)."]
-    lines += ["", "Loading peaks above the steps because `load_base('qwen3-1.7b-random')` builds the model in fp32 "
-              "and then casts it to bf16 (a proposal in the speed-changes section would remove that); the steps "
-              "need the bf16 weights, the adapters and the activations. The old code's extra peak is the LM-head "
-              "copy of the speed-changes section (one (H, V) copy per row in each of the prefill, the teachers' "
-              "and the student's forwards). On this CPU a real-size step is a minute: the course's Qwen3 path is "
-              "for a GPU (next section)."]
+    per_row_off = (u["peak"] - res["after_load"]) / m["shape"][0]
+    proj, proj_off = res["after_load"] + 16 * per_row, res["after_load"] + 16 * per_row_off
+    embed = res["embed_params"]
+    adapters = 3 * res["adapter_params"]  # `params` counts the base and its three adapters
+    w4 = (res["params"] - embed - adapters) * 0.5 + embed * 2 + adapters * 4  # bytes
+    proj4 = w4 + 16 * per_row
+    lines += ["", f"**What this says about the GPU (a rough projection).** Above the resident model, a step with "
+              f"activation checkpointing off peaks at {gb(per_row_off)} per row of {m['shape'][1]} tokens, most of "
+              "it the activations that the student's forward keeps for backward (28 layers; RMSNorm and peft's LoRA "
+              f"path keep fp32 copies of their inputs): about {gb(proj_off)} in all at batch 16, "
+              f"{'over' if proj_off > 16 * 2**30 else 'under'} the 16 GB bf16 goal of the GPU section. With "
+              "checkpointing (keep each layer's input, recompute the layer in backward), as the Qwen3 presets run "
+              f"it, {gb(per_row)} per row, about {gb(proj)} at batch 16, "
+              f"{'over' if proj > 16 * 2**30 else 'under'} that goal. In 4-bit the weights shrink to about "
+              f"{gb(w4)} (NF4 linear layers, the tied embedding kept in bf16, three fp32 adapters) and the "
+              f"activations do not, so batch 16 projects to about {gb(proj4)}, "
+              f"{'over' if proj4 > 8 * 2**30 else 'under'} the 8 GB 4-bit goal (fewer prompts per step, or a "
+              "shorter completion budget, are the levers there; "
+              "the GPU script measures it). These are resident-set figures: they move by a GB or two between runs and "
+              "count what the CPU allocator keeps after frees, so they overstate a CUDA allocator's peak; the GPU "
+              "script measures both settings exactly."]
+    lines += ["", "The old code's extra peak is the LM-head copy of the speed-changes section (one (H, V) copy per "
+              "row in each of the prefill, the teachers' and the student's forwards). On this CPU a real-size step "
+              "is half a minute: the course's Qwen3 path is for a GPU (next section)."]
     figures = {"real size on CPU: peak RSS of a MOPD step": {"goal": f"<= {GOAL_GB} GB", "measured": gb(m["peak"]),
                                                             "ok": ok},
                "real size on CPU: one MOPD step (batch 4)": {"goal": "(time, no goal)", "measured": ms(m["wall"]),

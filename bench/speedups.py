@@ -224,31 +224,28 @@ def main(argv=None, write: bool = True):
     print_and_write("speedups", "\n".join(lines), None, write and not args.no_write and not args.quick)
 
 
-PROPOSALS = """**Changes this page argues for but that were not made** (they sit in files another engineer is
-editing: `distill.py`, `grpo.py`, `models.py`):
+PROPOSALS = """**Changes this page argued for, and what became of them:**
 
-1. *Reuse the sampling prefill for the student's training forward* (`distill.train_student` and
-   `rollout.sample`): run the student's prompt prefill once in train mode with grad, sample from it
-   (decode steps under `no_grad` from a detached copy of its KV cache), then compute the training
-   logits with one forward over the C completion tokens on top of the grad-carrying prompt cache
-   (the logit at the last prompt position comes from the prefill). It removes one full prompt
-   forward per step, the largest cost that MOPD adds (see the step section's projection). On-policy
-   is unchanged when LoRA dropout is 0 (the default), since sampling and training then see the same
-   function.
-2. *Build the random Qwen3 directly in bf16* (`models._random_qwen3`): it builds the 1.7B model in
-   fp32 and casts, so loading peaks near 8 GB before settling at 3.5 GB (see the real-size section);
-   constructing under `torch.set_default_dtype(torch.bfloat16)` (restored after) or on the meta
-   device and materialising in bf16 would keep the load peak at about 3.5 GB.
-3. *Gradient checkpointing of the student's forward at the Qwen3 size* (`distill.train_student`,
-   `grpo.train_teacher`, behind a config flag that the Qwen3 presets turn on):
-   `bank.base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})`
-   before the loop. It acts in train mode only, so sampling and teacher scoring are untouched. The
-   real-size section measures about 1 GB of activations per row without it, which puts batch 16
-   past the 16 GB bf16 goal on a GPU, and a fraction of that with it, for one more forward of
-   compute in backward; the GPU script measures both.
-4. *`max_new_tokens=3` for the tiny preset* (`MOPDConfig`, `GRPOConfig`): a FactWorld answer is a
-   token, a period and EOS; a budget of 4 only lets a sample that has not stopped run one more
-   decode step (about 2% of a tiny MOPD step), and such a sample earns no reward either way."""
+1. *Build the random Qwen3 directly in bf16* (`models._random_qwen3`): **made.** It used to build
+   the 1.7B model in fp32 and cast, so loading peaked near 8 GB before settling at 3.5 GB; it now
+   builds in bf16 (`from_config(..., dtype=)`), and the real-size section's load peak is about 4 GB.
+2. *Activation checkpointing of the student's forward at the Qwen3 size*: **made**, behind the
+   config flag `gradient_checkpointing` (`MOPDConfig`, `GRPOConfig`), which the Qwen3 presets turn
+   on and the tiny presets leave off (`AdapterBank.set_checkpointing`). It acts in train mode only,
+   so sampling and teacher scoring are untouched; the real-size section measures the step with and
+   without it, and the GPU script does the same.
+3. *Reuse the sampling prefill for the student's training forward* (`distill.train_student` and
+   `rollout.sample`): **not made.** Run the student's prompt prefill once in train mode with grad,
+   sample from it (decode steps under `no_grad` from a detached copy of its KV cache), then compute
+   the training logits with one forward over the C completion tokens on top of the grad-carrying
+   prompt cache. It would remove one full prompt forward per step, the largest cost that MOPD adds
+   (see the step section's projection), with on-policy unchanged when LoRA dropout is 0. Left out
+   because it fuses sampling and the training forward into one piece of code, and the course reads
+   them as separate steps; the tiny step already meets its 2x goal without it.
+4. *`max_new_tokens=3` for the tiny preset*: **not made.** A FactWorld answer is a token, a period
+   and EOS; a budget of 4 only lets a sample that has not stopped run one more decode step (about
+   2% of a tiny MOPD step), and such a sample earns no reward either way. Too small a gain to be
+   worth a budget that no longer fits a one-token answer with room to spare."""
 
 
 if __name__ == "__main__":
