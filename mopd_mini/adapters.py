@@ -3,6 +3,7 @@
     bank = AdapterBank(*load_base("tiny"))
     bank.create("teacher_binding")            # fresh: B = 0, so it starts exactly AT the base
     bank.load("teacher_recall", "runs/course/teacher_recall")
+    bank.copy("student", "teacher_binding_r2")  # an independent copy: round 2 starts from it
     with bank.use("teacher_binding"): ...     # one adapter active;  bank.use(BASE): none
     bank.save("student", "runs/course/student")
 
@@ -18,6 +19,7 @@ loading an adapter of another (or unknown) origin is refused unless `allow_forei
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -113,6 +115,27 @@ class AdapterBank:
         """A fresh adapter: A random (seeded), B = 0, so delta W = B A = 0 and it starts AT the base.
         An adapter of the same name is replaced (re-running a notebook cell does not stack)."""
         self._add(name, (lora or self.lora).peft_config(), seed)
+
+    def copy(self, source: str, name: str) -> None:
+        """A new adapter `name` with `source`'s LoRA settings and weights: identical outputs, but
+        its own tensors (training one never moves the other). Cascade RL's second stage and
+        multi-round MOPD start from a copy. An adapter called `name` is replaced."""
+        self.check(source)
+        if source == BASE:
+            raise ValueError(f"{BASE!r} has no adapter weights to copy; use create({name!r}) for a fresh "
+                             "adapter (B = 0: exactly the base)")
+        if name == source:
+            raise ValueError(f"cannot copy {source!r} onto itself; pick another name")
+        config, weights = copy.deepcopy(self.model.peft_config[source]), self.state(source)
+        self._add(name, config, seed=0)
+        self.load_state(name, {n.replace(f".{source}.", f".{name}."): t for n, t in weights.items()})
+
+    def start(self, name: str, init_from: str | None = None, seed: int = 0) -> None:
+        """What every trainer does first: a fresh adapter (`init_from=None`) or a copy of one."""
+        if init_from is None:
+            self.create(name, seed=seed)
+        else:
+            self.copy(init_from, name)
 
     def load(self, name: str, path: str | Path, allow_foreign: bool = False) -> None:
         """Load a saved adapter (peft folder) under `name`, frozen. Refuses another origin; on a

@@ -78,6 +78,8 @@ class MOPDConfig:
     """fixed test prompts per domain whose per-token KL and advantage are recorded"""
     student: str = "student"
     """the student adapter's name (re-created fresh: zero-initialised)"""
+    init_from: str | None = None
+    """an adapter in the bank the student starts from (a copy; e.g. multi-round MOPD); None: fresh, B = 0"""
     seed: int = 0
     """seeds the student's init, the prompts and the sampling"""
     experiment: str | None = "course"
@@ -200,7 +202,9 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
         if teacher not in bank.names:
             raise ValueError(f"the bank has no {teacher!r}; train it (train_teacher) or load it "
                              f"(bank.load) first. The bank holds: {bank.names}")
-    bank.create(cfg.student, seed=cfg.seed)
+    if cfg.init_from is not None and cfg.init_from == cfg.student:
+        raise ValueError(f"init_from={cfg.init_from!r} is the student being trained; start from another adapter")
+    bank.start(cfg.student, cfg.init_from, seed=cfg.seed)
     bank.set_checkpointing(cfg.gradient_checkpointing)
     params = list(bank.parameters(cfg.student).values())
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)

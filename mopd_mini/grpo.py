@@ -1,13 +1,22 @@
-"""Stage 2: one teacher per domain, trained by GRPO with FactWorld's verifiable reward.
+"""Stage 2: one teacher per domain, trained by GRPO with FactWorld's verifiable reward; and the
+two RL baselines that are the same loop over other domains.
 
     bank = AdapterBank(*load_base("tiny"))
-    result = train_teacher(bank, GRPOConfig(domain="binding"))   # ~1 CPU minute
+    train_teacher(bank, GRPOConfig(domain="binding"))                    # a teacher, ~1 CPU minute
+    train_teacher(bank, GRPOConfig(domain=("binding", "recall")))        # Mix-RL: one adapter, both
+    train_teacher(bank, GRPOConfig(domain="recall", init_from="teacher_binding",
+                                   name="cascade_binding_recall", eval_domains=("binding",)))  # Cascade RL
 
-Each step: P training prompts of the teacher's domain; G completions per prompt sampled from
-the teacher adapter at temperature 1; reward = relaxed match with the gold answer (0 for a
-completion that runs out of tokens without ending: see `Rollout.rewards`); advantage =
-the reward normalised within its group; groups whose G rewards are all equal carry no signal
-and are skipped; loss = token-mean policy gradient; AdamW with gradient clip 1.0.
+Each step: P training prompts of each domain; G completions per prompt sampled from the adapter
+at temperature 1; reward = relaxed match with the gold answer of the prompt's OWN domain (0 for
+a completion that runs out of tokens without ending: see `Rollout.rewards`); advantage = the
+reward normalised within its group; groups whose G rewards are all equal carry no signal and
+are skipped; loss = token-mean policy gradient; AdamW with gradient clip 1.0.
+
+With several domains this loop IS Mix-RL (the paper's baseline: one RL run on the union of the
+domains' prompts and rewards, balanced: P prompts of every domain in every step). A cascade is
+this loop on domain B started from the adapter trained on domain A (`init_from`), with A kept in
+the evaluation (`eval_domains`) so the forgetting curve is logged.
 
 We call it GRPO, as the FactWorld experiment does, but with one update per batch of fresh
 samples it is on-policy REINFORCE with a group baseline: the policy ratio is always 1, so there
@@ -33,12 +42,12 @@ from .runs import Run, check_loop, guarded_step, preset
 class GRPOConfig:
     """Settings for one teacher (defaults: the tiny model's, tuned; see `for_model`)."""
 
-    domain: str = "binding"
-    """the domain this teacher learns ("binding" or "recall")"""
+    domain: str | tuple[str, ...] = "binding"
+    """the domain this adapter learns ("binding" or "recall"), or a tuple of domains (Mix-RL)"""
     steps: int = 200
     """optimizer steps"""
     prompts_per_step: int = 8
-    """P: distinct prompts per step"""
+    """P: distinct prompts of each domain per step"""
     group_size: int = 8
     """G: completions sampled per prompt; the advantage is normalised within each group"""
     lr: float = 1e-3
@@ -63,6 +72,16 @@ class GRPOConfig:
     """show a progress bar"""
     gradient_checkpointing: bool = False
     """recompute activations in the backward (on in the Qwen3 presets: fits a 24 GB GPU)"""
+    name: str | None = None
+    """the adapter's name (None: teacher_<domain> for one domain, mixrl for several)"""
+    init_from: str | None = None
+    """an adapter in the bank to start from (a copy of it; Cascade RL, multi-round); None: fresh, B = 0"""
+    eval_domains: tuple[str, ...] = ()
+    """domains evaluated besides the trained ones (a cascade keeps its first domain here)"""
+
+    def __post_init__(self):
+        if isinstance(self.eval_domains, str):
+            self.eval_domains = (self.eval_domains,)
 
     @classmethod
     def for_model(cls, model: str = "tiny", **overrides) -> "GRPOConfig":
@@ -73,7 +92,12 @@ class GRPOConfig:
 
     def check(self) -> None:
         """A ValueError naming the field and the fix for any setting the trainer cannot use."""
-        get_domains([self.domain])
+        get_domains(self.domains)
+        if self.eval_domains:
+            get_domains(self.eval_domains)
+        if self.init_from is not None and self.init_from == self.adapter:
+            raise ValueError(f"init_from={self.init_from!r} is the adapter being trained; start from "
+                             "another adapter, or give this run another name")
         if self.prompts_per_step < 1:
             raise ValueError(f"prompts_per_step must be >= 1, got {self.prompts_per_step}")
         if self.group_size < 2:
@@ -82,44 +106,57 @@ class GRPOConfig:
         check_loop(self)
 
     @property
+    def domains(self) -> tuple[str, ...]:
+        return (self.domain,) if isinstance(self.domain, str) else tuple(self.domain)
+
+    @property
     def adapter(self) -> str:
-        return TEACHER_OF.format(self.domain)
+        if self.name:
+            return self.name
+        return TEACHER_OF.format(self.domain) if len(self.domains) == 1 else "mixrl"
 
 
 def train_teacher(bank: AdapterBank, cfg: GRPOConfig) -> Run:
-    """Create (or resume) the teacher adapter of `cfg.domain` and train it with GRPO."""
+    """Create (or copy from `cfg.init_from`, or resume) the adapter and train it with GRPO on
+    `cfg.domain` (one domain: a teacher; several: Mix-RL)."""
     cfg.check()
-    domain = get_domains([cfg.domain])[cfg.domain]
-    bank.create(cfg.adapter, seed=cfg.seed)
+    domains = get_domains(cfg.domains)
+    evaluated = get_domains(dict.fromkeys(cfg.domains + cfg.eval_domains))
+    if cfg.init_from is not None:
+        bank.check(cfg.init_from)
+    bank.start(cfg.adapter, cfg.init_from, seed=cfg.seed)
     bank.set_checkpointing(cfg.gradient_checkpointing)
     params = list(bank.parameters(cfg.adapter).values())
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
     generator = torch.Generator().manual_seed(cfg.seed)
     run = Run.open(cfg.experiment, cfg.adapter, cfg)
     start = run.resume(bank, cfg.adapter, optimizer, generator)
-    P, G = cfg.prompts_per_step, cfg.group_size
+    P, G, D = cfg.prompts_per_step, cfg.group_size, len(domains)
     with bank.use(cfg.adapter, trainable=True) as model:
         for step in tqdm(range(start, cfg.steps + 1), desc=cfg.adapter, disable=not cfg.progress,
                          initial=start - 1, total=cfg.steps):
-            # --- sample: G completions for each of P prompts, from the teacher itself ------------
-            prompts = domain.train_examples(step, P, cfg.seed)
+            # --- sample: G completions for each of P prompts of every domain, from the adapter -----
+            prompts = [ex for d in domains.values() for ex in d.train_examples(step, P, cfg.seed)]  # D*P
             rollout = sample(model, bank.tokenizer, [ex for ex in prompts for _ in range(G)],
                              temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, generator=generator)
-            # --- reward and group-normalised advantage --------------------------------------
-            rewards = rollout.rewards(bank.tokenizer).view(P, G)          # (P, G) in {0, 1}
-            advantages, keep = group_advantages(rewards)                  # (P, G), (P,)
+            # --- reward (each prompt's own domain) and group-normalised advantage ----------------
+            rewards = rollout.rewards(bank.tokenizer).view(D * P, G)      # (D*P, G) in {0, 1}
+            advantages, keep = group_advantages(rewards)                  # (D*P, G), (D*P,)
             row = {"step": step, "reward": rewards.mean().item(), "groups_kept": keep.float().mean().item()}
+            if D > 1:                                                     # Mix-RL: per domain too
+                for i, d in enumerate(domains):
+                    row[f"reward/{d}"] = rewards[i * P:(i + 1) * P].mean().item()
             # --- policy gradient on the kept groups only ------------------------------------
             if keep.any():
-                mask = rollout.completion_mask * keep.repeat_interleave(G)[:, None]   # (P*G, C)
+                mask = rollout.completion_mask * keep.repeat_interleave(G)[:, None]   # (D*P*G, C)
                 model.train()
-                logprobs = token_logprobs(completion_logits(model, rollout), rollout.completion_ids)  # (P*G, C)
+                logprobs = token_logprobs(completion_logits(model, rollout), rollout.completion_ids)  # (D*P*G, C)
                 model.eval()
                 loss, _ = policy_gradient_loss(logprobs, advantages.view(-1), mask)
                 row.update(loss=loss.item(), **guarded_step(loss, params, optimizer, cfg.grad_clip))
             # --- evaluate, log, checkpoint ------------------------------------------------------
             if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
-                row.update(accuracy_by_length(model, bank.tokenizer, {cfg.domain: domain}, cfg.eval_n))
+                row.update(accuracy_by_length(model, bank.tokenizer, evaluated, cfg.eval_n))
             run.log(row)
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 run.save(step, bank, cfg.adapter, optimizer, generator)

@@ -280,3 +280,25 @@ def test_state_and_load_state_round_trip(teacher_bank):
     teacher_bank.load_state("teacher_binding", saved)
     for n, p in teacher_bank.parameters("teacher_binding").items():
         assert torch.equal(saved[n], p)
+
+
+def test_copy_is_identical_and_independent(teacher_bank, batch):
+    """A copy gives the source's logits exactly, and training the copy never moves the source."""
+    teacher_bank.copy("teacher_binding", "round2")
+    with teacher_bank.use("teacher_binding") as m:
+        want = logits(m, batch)
+    with teacher_bank.use("round2") as m:
+        assert torch.equal(logits(m, batch), want)
+    source = teacher_bank.state("teacher_binding")
+    with torch.no_grad():
+        for p in teacher_bank.parameters("round2").values():
+            p.add_(1.0)
+    for n, t in teacher_bank.state("teacher_binding").items():
+        assert torch.equal(t, source[n])
+    assert not any(p.requires_grad for p in teacher_bank.parameters("round2").values())
+
+
+def test_copy_refuses_base_self_and_unknown(teacher_bank):
+    for src, dst in (("base", "x"), ("teacher_binding", "teacher_binding"), ("nope", "x")):
+        with pytest.raises(ValueError):
+            teacher_bank.copy(src, dst)

@@ -74,6 +74,36 @@ def test_train_teacher_refuses_bad_configs(bank, bad):
         train_teacher(bank, GRPOConfig(**{**dict(experiment=None, progress=False), **bad}))
 
 
+def test_mix_rl_batches_hold_every_domain_in_balance(bank, monkeypatch):
+    """GRPO over two domains (Mix-RL): every step samples P prompts of EACH domain, G times each,
+    in domain blocks, and logs each domain's reward; the adapter is called mixrl."""
+    from mopd_mini import grpo
+    seen = []
+    real = grpo.sample
+    monkeypatch.setattr(grpo, "sample", lambda model, tok, exs, **kw: seen.append([e.task for e in exs]) or real(model, tok, exs, **kw))
+    cfg = GRPOConfig(domain=("binding", "recall"), steps=2, prompts_per_step=3, group_size=2, eval_every=0,
+                     experiment=None, progress=False)
+    run = train_teacher(bank, cfg)
+    assert bank.names == ["mixrl"]
+    assert seen == [["binding"] * 6 + ["recall"] * 6] * 2
+    assert all({"reward/binding", "reward/recall"} <= set(row) for row in run.metrics)
+
+
+def test_cascade_starts_from_the_first_stage_and_logs_it(teacher_bank):
+    """A cascade stage is GRPO started from another adapter (a copy, so the first stage is kept)
+    that also evaluates the first stage's domain."""
+    first = teacher_bank.state("teacher_binding")
+    cfg = GRPOConfig(domain="recall", init_from="teacher_binding", name="cascade", eval_domains=("binding",),
+                     steps=1, prompts_per_step=2, group_size=2, lr=1e-12, eval_every=1, eval_n=2,
+                     experiment=None, progress=False)
+    run = train_teacher(teacher_bank, cfg)
+    for n, t in teacher_bank.state("cascade").items():  # lr ~0: the copy is still the first stage
+        assert torch.allclose(t, first[n.replace(".cascade.", ".teacher_binding.")], atol=1e-9)
+    assert {"acc/binding/L16", "acc/recall/L16"} <= set(run.metrics[-1])
+    with pytest.raises(ValueError, match="init_from"):
+        train_teacher(teacher_bank, GRPOConfig(domain="recall", init_from="teacher_recall", experiment=None))
+
+
 # ----------------------------------------------------------------------------------- MOPD student
 
 def student_config(**overrides):
