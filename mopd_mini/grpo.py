@@ -25,7 +25,7 @@ from .adapters import AdapterBank
 from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy_by_length
 from .losses import group_advantages, policy_gradient_loss
-from .rollout import completion_logits, sample, token_logprobs
+from .rollout import check_budget, completion_logits, sample, token_logprobs
 from .runs import Run, check_loop, guarded_step, preset
 
 
@@ -46,7 +46,7 @@ class GRPOConfig:
     temperature: float = 1.0
     """sampling temperature of the rollouts"""
     max_new_tokens: int = 4
-    """completion budget (FactWorld answers are one token, a period and EOS)"""
+    """completion budget: the answer, its period and the end of turn (tiny: 3 tokens; Qwen3's tokenizer: up to 6, e.g. `v127.`)"""
     grad_clip: float = 1.0
     """max global gradient norm"""
     eval_every: int = 25
@@ -90,6 +90,7 @@ def train_teacher(bank: AdapterBank, cfg: GRPOConfig) -> Run:
     """Create (or resume) the teacher adapter of `cfg.domain` and train it with GRPO."""
     cfg.check()
     domain = get_domains([cfg.domain])[cfg.domain]
+    check_budget(bank.tokenizer, {cfg.domain: domain}, cfg.max_new_tokens)
     bank.create(cfg.adapter, seed=cfg.seed)
     bank.set_checkpointing(cfg.gradient_checkpointing)
     params = list(bank.parameters(cfg.adapter).values())

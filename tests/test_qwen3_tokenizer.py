@@ -208,9 +208,34 @@ def test_one_mopd_step_on_the_random_qwen3_with_the_real_tokenizer(qwen_bank, lo
     """train_student runs a step of each loss on the real-size vocabulary with the real tokenizer:
     finite loss, a real update, per-domain tokens counted."""
     bank = qwen_bank
-    cfg = MOPDConfig(loss=loss, steps=1, prompts_per_domain=2, max_new_tokens=4, eval_every=0,
+    cfg = MOPDConfig(loss=loss, steps=1, prompts_per_domain=2, max_new_tokens=8, eval_every=0,
                      track_steps=(), experiment=None, progress=False, student=f"student_{loss}", topk=16)
     run = train_student(bank, cfg)
     row = run.metrics[0]
     assert math.isfinite(row["loss"]) and row["skipped_nonfinite"] is False
     assert row["tokens/binding"] >= 2 and row["tokens/recall"] >= 2
+
+
+@real
+def test_a_budget_too_short_for_the_answer_is_refused(qwen_bank, bank):
+    """With Qwen3's tokenizer the tiny budget (4) cannot hold `g12.` and the end of turn (5 tokens):
+    both trainers refuse it, naming the fix, instead of training on rewards that are always 0.
+    The tiny tokenizer's answers (3 tokens with the end of turn) fit the same budget."""
+    with pytest.raises(ValueError, match=r"max_new_tokens=4 cannot hold the answer .* use max_new_tokens >= \d"):
+        train_student(qwen_bank, MOPDConfig(steps=1, experiment=None, progress=False))
+    from mopd_mini import train_teacher
+
+    with pytest.raises(ValueError, match="max_new_tokens=4 cannot hold"):
+        train_teacher(qwen_bank, GRPOConfig(domain="recall", steps=1, experiment=None, progress=False))
+    from mopd_mini.rollout import check_budget
+
+    check_budget(bank.tokenizer, dict(DOMAINS), 3)  # tiny: every answer + end of turn in 3 tokens
+    with pytest.raises(ValueError):
+        check_budget(bank.tokenizer, dict(DOMAINS), 2)
+
+
+def test_ids_past_the_tokenizer_get_a_name_in_traces(qtok):
+    """The model's 151,936 rows outnumber the tokenizer's tokens: the trace names such an id, no None."""
+    from mopd_mini.distill import token_names
+
+    assert token_names(qtok, [qtok.eos_token_id, 151_935]) == [qtok.eos_token, "<id 151935>"]
