@@ -11,7 +11,7 @@ TORCH   ?= torch==2.13.0
 CPU_IDX ?= https://download.pytorch.org/whl/cpu
 STAMP   := build/.installed-$(subst /,_,$(PY))
 
-.PHONY: install course test test-fast pretrain bench clean
+.PHONY: install course lab test check-package test-fast pretrain bench clean
 
 install: $(STAMP)
 
@@ -33,12 +33,23 @@ $(STAMP): pyproject.toml
 course: install
 	$(PY) -m mopd_mini.course --out build/notebooks
 
+# JupyterLab on notebooks/, from the project's environment (the widgets of notebook 04 work there:
+# jupyterlab and ipywidgets come with the notebooks extra). Run the cells top to bottom, turn the widgets.
+lab: install
+	$(PY) -m jupyter lab --notebook-dir=notebooks
+
 # Unit tests, short end-to-end runs, kill-and-resume, notebook re-runs (on 2 workers); then every
 # notebook top to bottom with nbmake, in order (02 trains the teachers that 03 and 04 reload),
 # all in the CI mode (MOPD_FAST=1: fewer steps, same code paths).
 test: install
 	MOPD_FAST=1 $(PY) -m pytest -n 2 tests
 	MOPD_FAST=1 $(PY) -m pytest --nbmake --nbmake-timeout=1800 notebooks
+	$(MAKE) --no-print-directory check-package PY=$(PY)
+
+# The built package works outside the checkout: a wheel installed (not editable) in a fresh venv,
+# from a temporary folder: the shipped tiny base, a few trainer steps, notebook 01 (about 1 minute).
+check-package: install
+	$(PY) tests/package_check.py
 
 # The stage-1 pretraining of the shipped tiny base (about 3 CPU minutes; the course never needs it).
 pretrain: install

@@ -201,6 +201,8 @@ def make_bank(model: str = "tiny", device: str = "cpu", shrink: dict | None = No
     only add minutes."""
     from mopd_mini import AdapterBank, load_base
 
+    if dtype is None and model != "tiny":   # the bf16 model a GPU runs, also on CPU (load_base would take fp32 there)
+        dtype = torch.bfloat16
     base, tokenizer = load_base(model, device=device, shrink=shrink, dtype=dtype, quantize=quantize)
     bank = AdapterBank(base, tokenizer)
     for i, name in enumerate(TEACHERS):

@@ -56,7 +56,8 @@ def save_random_qwen3(folder: Path, toy: bool) -> None:
     quantises at load time, from a checkpoint, so random weights go through disk once."""
     from mopd_mini import load_base
 
-    model, tokenizer = load_base("qwen3-1.7b-random", device="cpu", shrink=TOY if toy else None)
+    model, tokenizer = load_base("qwen3-1.7b-random", device="cpu", shrink=TOY if toy else None,
+                                 dtype=torch.bfloat16)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     del model

@@ -14,8 +14,33 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+
+@contextmanager
+def local_kernel_config():
+    """traitlets config for a kernel that talks to this process over IPC (Unix sockets in a
+    private temporary folder) instead of TCP ports on localhost.
+
+    ipykernel warns "Kernel is running over TCP without encryption" for every TCP kernel without
+    CurveZMQ keys: true, and irrelevant for a kernel on the same machine, but a newcomer reads it
+    as something wrong. IPC needs no encryption (the sockets are files only this user can open),
+    so the warning is not silenced but made untrue; nothing else the kernel prints is touched.
+    The socket path is absolute because the kernel runs in the notebook's folder and this client
+    in ours. Windows has no IPC transport: there the kernel keeps TCP (and the warning)."""
+    from traitlets.config import Config
+
+    config = Config()
+    if os.name == "nt":
+        yield config
+        return
+    with tempfile.TemporaryDirectory(prefix="mopd-kernel-") as folder:   # mode 0700
+        config.KernelManager.transport = "ipc"
+        config.KernelManager.ip = os.path.join(folder, "kernel")
+        yield config
+
 
 def execute(notebook: Path, out_dir: Path, timeout: int = 3600) -> float:
     """Execute one notebook in its own folder; write the executed copy; return the seconds."""
@@ -24,8 +49,9 @@ def execute(notebook: Path, out_dir: Path, timeout: int = 3600) -> float:
 
     nb = nbformat.read(notebook, as_version=4)
     start = time.time()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                   resources={"metadata": {"path": str(notebook.parent)}}).execute()
+    with local_kernel_config() as config:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", config=config,
+                       resources={"metadata": {"path": str(notebook.parent)}}).execute()
     seconds = time.time() - start
     out_dir.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out_dir / notebook.name)

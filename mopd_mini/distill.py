@@ -91,6 +91,12 @@ class MOPDConfig:
     gradient_checkpointing: bool = False
     """recompute activations in the backward (on in the Qwen3 presets: fits a 24 GB GPU)"""
 
+    def __post_init__(self):
+        if isinstance(self.domains, str):  # domains="binding": one domain, not the letters b, i, n, ...
+            self.domains = (self.domains,)
+        elif self.domains is not None:
+            self.domains = tuple(self.domains)
+
     @classmethod
     def for_model(cls, model: str = "tiny", **overrides) -> "MOPDConfig":
         """Defaults for a model size: the tiny model's, or the FactWorld experiment's for Qwen3.

@@ -54,8 +54,9 @@ DOMAINS = {
 
 
 def get_domains(names=None) -> dict[str, Domain]:
-    """The named domains (default: all), or a ValueError listing the valid names."""
-    names = list(DOMAINS) if names is None else list(names)
+    """The named domains (default: all; one name may be given as a plain string), or a ValueError
+    listing the valid names."""
+    names = list(DOMAINS) if names is None else [names] if isinstance(names, str) else list(names)
     if not names:
         raise ValueError(f"no domains given; valid domains: {list(DOMAINS)}")
     unknown = [n for n in names if n not in DOMAINS]

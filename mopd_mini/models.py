@@ -54,12 +54,34 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def qwen3_dtype(device_type: str, bf16_supported: bool) -> torch.dtype:
+    """The dtype Qwen3 weights load in, from what the device reports: bfloat16 on a GPU with
+    native bf16 (compute capability 8.0+: A100, L4, H100...), float16 on one without (a T4, as on
+    Colab's free tier, or a V100), float32 on a CPU (where bf16 matmuls are slow on most chips).
+    To fit Qwen3-1.7B on a 16 GB card, load it in 4-bit (`quantize="4bit"`): its compute then
+    runs in this dtype too."""
+    if device_type == "cpu":
+        return torch.float32
+    return torch.bfloat16 if bf16_supported else torch.float16
+
+
+def bf16_supported(device: torch.device) -> bool:
+    """Whether `device` does bf16 natively (emulated bf16, which torch also reports by default
+    on a T4, is far slower than fp16 there: it does not count)."""
+    if device.type != "cuda":
+        return device.type != "cpu"   # other accelerators (mps, xpu): bf16 where torch has it
+    with torch.cuda.device(device):
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+
+
 def load_base(name: str = TINY, *, dtype: torch.dtype | None = None, quantize: str | None = None,
               device: str | torch.device | None = None, shrink: dict | None = None):
     """(model, tokenizer) for `name`: "tiny", a Qwen3 hub id or local folder, or "qwen3-1.7b-random".
 
-    dtype     default: float32 for the tiny model, bfloat16 for Qwen3 sizes
-    quantize  None, "4bit" or "8bit" (bitsandbytes, CUDA only; Qwen3 weights only)
+    dtype     default: float32 for the tiny model; for Qwen3 sizes what the device supports
+              (`qwen3_dtype`: bf16 on a GPU with bf16, fp16 on one without such as a T4, fp32 on CPU)
+    quantize  None, "4bit" or "8bit" (bitsandbytes, CUDA only; Qwen3 weights only); 4-bit is the
+              way to fit Qwen3-1.7B and its adapters on a 16 GB card (a T4)
     device    default: CUDA when available, else CPU
     shrink    "qwen3-1.7b-random" only: architecture fields to override, e.g. {"num_hidden_layers": 2}
               for fast tests of the Qwen3 path (the vocabulary stays 151,936)
@@ -73,9 +95,11 @@ def load_base(name: str = TINY, *, dtype: torch.dtype | None = None, quantize: s
     if name == TINY:
         model, tokenizer = _load_tiny(dtype or torch.float32, quantize)
     elif name == QWEN3_RANDOM:
-        model, tokenizer = _random_qwen3(dtype or torch.bfloat16, quantize, shrink or {})
+        model, tokenizer = _random_qwen3(dtype or qwen3_dtype(device.type, bf16_supported(device)),
+                                         quantize, shrink or {})
     else:
-        model, tokenizer = _load_pretrained(name, dtype or torch.bfloat16, quantize, device)
+        model, tokenizer = _load_pretrained(name, dtype or qwen3_dtype(device.type, bf16_supported(device)),
+                                            quantize, device)
     if quantize is None:
         model.to(device)
     model.eval().requires_grad_(False)

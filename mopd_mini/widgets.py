@@ -8,10 +8,22 @@ An exception inside an `interact` callback is swallowed into the widget, so a he
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-from ipywidgets import Checkbox, Dropdown, FloatLogSlider, IntSlider, interact, interact_manual
+from ipywidgets import Checkbox, Dropdown, IntSlider, SelectionSlider, interact, interact_manual
 
 from . import lab, plots
-from .distill import LOSSES
+from .distill import LOSSES, MOPDConfig
+
+CLIP = MOPDConfig().clip
+"""the clip the sliders start at: the trainer's default (the paper's 5)"""
+CLIPS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+"""the clip slider's stops: round values over the same 1-2-5 decades a log slider would cover"""
+
+
+def clip_slider(value: float = CLIP) -> SelectionSlider:
+    """A slider over round clip values that shows exactly the value it holds (a log slider's
+    step would show 5.01 for 5); a value off the stops is added as a stop of its own."""
+    stops = sorted(set(CLIPS) | {float(value)})
+    return SelectionSlider(options=[(f"{c:g}", c) for c in stops], value=float(value), description="clip c")
 
 
 def gradient_panel(student_logits, teacher_logits):
@@ -19,12 +31,12 @@ def gradient_panel(student_logits, teacher_logits):
     of every loss form on one small categorical, recomputed instantly."""
     V = len(student_logits)
 
-    def show(clip=5.0, k=3, correction=True):
+    def show(clip=CLIP, k=3, correction=True):
         grads = lab.categorical_gradients(student_logits, teacher_logits, clip=clip, k=k, correction=correction)
         plots.gradient_bars(grads, student_logits, teacher_logits)
         plt.show()
 
-    return interact(show, clip=FloatLogSlider(value=5.0, base=10, min=-2, max=1, description="clip c"),
+    return interact(show, clip=clip_slider(),
                     k=IntSlider(value=3, min=1, max=V, description="top-k k"),
                     correction=Checkbox(value=True, description="top-k correction"))
 
@@ -33,7 +45,7 @@ def loss_lab(bank, history: dict, steps: int = 40, model: str = "tiny"):
     """Pick a loss form and its knobs, press Run: a short distillation runs (well under a minute
     on a CPU) and its curves are overlaid on every earlier run in `history`."""
 
-    def run(loss="pg", clip=5.0, k=64, correction=True):
+    def run(loss="pg", clip=CLIP, k=64, correction=True):
         label = {"pg": f"pg c={clip:g}", "topk": f"top-{k}" + ("" if correction else " naive"), "kl": "exact kl"}[loss]
         history[label] = lab.short_run(bank, steps=steps, model=model, loss=loss, clip=clip, topk=k,
                                        topk_correction=correction).metrics
@@ -41,7 +53,7 @@ def loss_lab(bank, history: dict, steps: int = 40, model: str = "tiny"):
 
     V = len(bank.tokenizer)
     return interact_manual(run, loss=Dropdown(options=LOSSES, value="pg", description="loss"),
-                           clip=FloatLogSlider(value=5.0, base=10, min=-2, max=1, description="clip c"),
+                           clip=clip_slider(),
                            k=IntSlider(value=64, min=1, max=min(V, 256), description="top-k k"),
                            correction=Checkbox(value=True, description="top-k correction"))
 

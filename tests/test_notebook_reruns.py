@@ -17,6 +17,8 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
+from mopd_mini.course import local_kernel_config  # noqa: E402
+
 NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
@@ -46,13 +48,14 @@ def test_notebook_runs_twice_in_one_kernel(notebook, course_dir, monkeypatch):
     nb = nbformat.read(course_dir / notebook.name, as_version=4)
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
     nb.cells = [copy.deepcopy(cell) for cell in code + code]
-    client = nbclient.NotebookClient(nb, timeout=1800, kernel_name="python3",
-                                     resources={"metadata": {"path": str(course_dir)}})
-    try:
-        client.execute()
-        error = None
-    except nbclient.exceptions.CellExecutionError as err:
-        error = str(err)
+    with local_kernel_config() as config:   # IPC, as `make course` runs them
+        client = nbclient.NotebookClient(nb, timeout=1800, kernel_name="python3", config=config,
+                                         resources={"metadata": {"path": str(course_dir)}})
+        try:
+            client.execute()
+            error = None
+        except nbclient.exceptions.CellExecutionError as err:
+            error = str(err)
     if error is not None:
         i = failed_cell(nb)
         second = i is not None and i >= len(code)
