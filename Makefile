@@ -35,8 +35,9 @@ course: install
 
 # JupyterLab on notebooks/, from the project's environment (the widgets of notebook 04 work there:
 # jupyterlab and ipywidgets come with the notebooks extra). Run the cells top to bottom, turn the widgets.
+# As root (a container), Jupyter needs --allow-root: added then.
 lab: install
-	$(PY) -m jupyter lab --notebook-dir=notebooks
+	$(PY) -m jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Unit tests, short end-to-end runs, kill-and-resume, notebook re-runs (on 2 workers); then every
 # notebook top to bottom with nbmake, in order (02 trains the teachers that 03 and 04 reload),
