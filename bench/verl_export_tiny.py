@@ -23,12 +23,16 @@ def tiny_run(work: Path, experiment: str = "verl-tiny") -> Path:
     from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, load_base, train_student, train_teacher
 
     work.mkdir(parents=True, exist_ok=True)
+    here = os.getcwd()
     os.chdir(work)  # runs/ is relative to the working folder
-    bank = AdapterBank(*load_base("tiny", device="cpu"))
-    small = dict(experiment=experiment, eval_every=0, progress=False, checkpoint_every=100)
-    for domain in ("binding", "recall"):
-        train_teacher(bank, GRPOConfig(domain=domain, steps=2, prompts_per_step=4, group_size=4, **small))
-    train_student(bank, MOPDConfig(steps=2, prompts_per_domain=4, topk=8, track_steps=(), eval_n=8, **small))
+    try:
+        bank = AdapterBank(*load_base("tiny", device="cpu"))
+        small = dict(experiment=experiment, eval_every=0, progress=False, checkpoint_every=100)
+        for domain in ("binding", "recall"):
+            train_teacher(bank, GRPOConfig(domain=domain, steps=2, prompts_per_step=4, group_size=4, **small))
+        train_student(bank, MOPDConfig(steps=2, prompts_per_domain=4, topk=8, track_steps=(), eval_n=8, **small))
+    finally:
+        os.chdir(here)
     return work / "runs" / experiment
 
 

@@ -200,7 +200,7 @@ def row(tokenizer, example, split: str, position: int) -> dict:
             "prompt": messages(tokenizer, example.prompt),
             "ability": f"factworld-{example.task}",
             "reward_model": {"style": "rule", "ground_truth": example.answer},
-            "extra_info": {"split": split, "position": position, "index": example.index,
+            "extra_info": {"split": split, "index": position, "factworld_index": example.index,
                            "length": example.length, "seed": example.seed, "raw_prompt": example.prompt,
                            "chat_text": chat_prompt(tokenizer, example.prompt)}}
 
