@@ -60,8 +60,8 @@ def test_merged_teachers_have_the_adapters_logits(exported, tiny):
     real = mask.bool()
     for domain in ("binding", "recall"):
         check = info["merge_check"][domain]
-        assert check["merge_fp64"] <= MERGE_TOLERANCE
-        assert check["saved_fp32"] <= MERGE_TOLERANCE * check["max_logit"]
+        assert check["merge_exact"] <= MERGE_TOLERANCE and check["exact_dtype"] == "float64"
+        assert check["saved"] <= MERGE_TOLERANCE * check["max_logit"]
         bank = AdapterBank(copy.deepcopy(base), tok)
         bank.load("t", run / f"teacher_{domain}")
         with torch.no_grad(), bank.use("t") as model:
@@ -171,6 +171,7 @@ def test_missing_teacher_and_bad_layout_are_refused(exported, tmp_path):
         Layout(gpus=4, teacher_gpus=4).split(2)
     with pytest.raises(ValueError, match="does not split"):
         export_verl(tmp_path / "out2", replace(cfg, prompts_per_domain=3), teachers, lora, layout=Layout(gpus=8))
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out2").exists()  # refused before any work
 
 
 def test_run_without_student_is_a_clear_error(tmp_path):
