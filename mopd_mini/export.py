@@ -39,6 +39,7 @@ import copy
 import importlib
 import inspect
 import json
+import re
 import shlex
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -284,6 +285,8 @@ def hydra_value(value) -> str:
         return "[" + ",".join(hydra_value(v) for v in value) + "]"
     if isinstance(value, dict):
         return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, str) and not re.fullmatch(r"[\w./:+~-]+", value):  # e.g. a path with a space
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
     return str(value)
 
 

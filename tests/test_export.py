@@ -145,6 +145,8 @@ def test_yaml_round_trips_onto_verls_keys(exported):
 
 def test_hydra_values():
     assert [hydra_value(v) for v in (None, True, 1e-3, ["a", "b"], 5)] == ["null", "true", "0.001", "[a,b]", "5"]
+    assert hydra_value("/data/my runs/it's") == "'/data/my runs/it\\'s'"
+    assert hydra_value("/data/run-1/train.parquet") == "/data/run-1/train.parquet"
 
 
 @pytest.mark.parametrize("loss, names", [("topk", ["forward_kl_topk", "FORWARD KL"]),
