@@ -146,8 +146,8 @@ def merge_teacher(base_name: str, adapter: str | Path, out: str | Path, domains,
              max |logit difference| <= MERGE_TOLERANCE;
       saved  the checkpoint as verl will load it (reloaded from disk, in the base's dtype) against
              the adapter model in that dtype: max |difference| <= MERGE_TOLERANCE x max |logit|.
-             fp32 cannot do much better: on the tiny base the fp32 adapter model is itself 2.8e-5
-             from its fp64 evaluation, with logits up to 17.
+             fp32 cannot do much better: the adapter model's own fp32-vs-fp64 difference is returned
+             beside it (on the tiny base, a few 1e-5 with logits up to 17).
     Returns both differences; a ValueError if either is above its bound."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
@@ -157,9 +157,9 @@ def merge_teacher(base_name: str, adapter: str | Path, out: str | Path, domains,
     ids, mask = probe_ids(tokenizer, domains)
     real = mask.bool()
     exact = torch.float64 if sum(p.numel() for p in base.parameters()) <= 2e8 else base.dtype
-    want = _adapter_logits(base, tokenizer, adapter, ids, mask, exact, allow_foreign)
+    exact_want = _adapter_logits(base, tokenizer, adapter, ids, mask, exact, allow_foreign)
     merged = PeftModel.from_pretrained(copy.deepcopy(base).to(exact), str(adapter)).merge_and_unload()
-    merge = (_logits(merged, ids, mask) - want)[real].abs().max().item()
+    merge = (_logits(merged, ids, mask) - exact_want)[real].abs().max().item()
     if not merge <= MERGE_TOLERANCE:
         raise ValueError(f"merging {adapter} changes the logits by {merge:.2e} in {exact} (tolerance "
                          f"{MERGE_TOLERANCE:.0e}); the merge is wrong, do not train on it")
@@ -173,11 +173,12 @@ def merge_teacher(base_name: str, adapter: str | Path, out: str | Path, domains,
     reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=base.dtype).eval()
     saved = (_logits(reloaded, ids, mask).float() - want)[real].abs().max().item()
     scale = want[real].abs().max().item()
+    floor = (want.double() - exact_want.double())[real].abs().max().item()  # the adapter model's own rounding
     if not saved <= MERGE_TOLERANCE * scale:
         raise ValueError(f"the merged checkpoint at {out} differs from its adapter {adapter} by {saved:.2e} in "
                          f"the logits (tolerance {MERGE_TOLERANCE:.0e} x {scale:.1f}); do not train on it")
     return {"merge_exact": merge, "exact_dtype": str(exact).replace("torch.", ""), "saved": saved,
-            "saved_dtype": str(base.dtype).replace("torch.", ""), "max_logit": scale}
+            "saved_dtype": str(base.dtype).replace("torch.", ""), "max_logit": scale, "adapter_rounding": floor}
 
 
 def save_base(base, tokenizer, out: str | Path) -> Path:
@@ -533,7 +534,8 @@ def main(argv=None) -> dict:
     for d, x in info["merge_check"].items():
         print(f"merged teacher {d}: max |logit - adapter logit| {x['merge_exact']:.1e} (the merge, "
               f"{x['exact_dtype']}), {x['saved']:.1e} (the saved checkpoint, {x['saved_dtype']}; "
-              f"max |logit| {x['max_logit']:.1f})")
+              f"max |logit| {x['max_logit']:.1f}; the adapter model itself, {x['saved_dtype']} vs "
+              f"{x['exact_dtype']}: {x['adapter_rounding']:.1e})")
     return info
 
 
