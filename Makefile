@@ -11,7 +11,7 @@ TORCH   ?= torch==2.13.0
 CPU_IDX ?= https://download.pytorch.org/whl/cpu
 STAMP   := build/.installed-$(subst /,_,$(PY))
 
-.PHONY: install course lab test check-package test-fast pretrain bench clean
+.PHONY: install course lab test check-package check-verl test-fast pretrain bench clean
 
 install: $(STAMP)
 
@@ -42,7 +42,7 @@ lab: install
 # Unit tests, short end-to-end runs, kill-and-resume, notebook re-runs (on 2 workers); then every
 # notebook top to bottom with nbmake, in order (02 trains the teachers that 03 and 04 reload),
 # all in the CI mode (MOPD_FAST=1: fewer steps, same code paths).
-test: install
+test: install check-verl
 	MOPD_FAST=1 $(PY) -m pytest -n 2 tests
 	MOPD_FAST=1 $(PY) -m pytest --nbmake --nbmake-timeout=1800 notebooks
 	$(MAKE) --no-print-directory check-package PY=$(PY)
@@ -51,6 +51,22 @@ test: install
 # from a temporary folder: the shipped tiny base, a few trainer steps, notebook 01 (about 1 minute).
 check-package: install
 	$(PY) tests/package_check.py
+
+# verl's own loader judges the verl export (docs/scale_out.md): a few-step tiny run, exported with
+# `python -m mopd_mini.export verl`, then loaded by verl 0.9.1 in its own venv (.venv-verl: verl pins
+# another transformers than the course), which must also reject two deliberately broken exports.
+VERL_VENV ?= .venv-verl
+VERL_STAMP := $(VERL_VENV)/.installed
+
+$(VERL_STAMP): bench/verl-requirements.txt
+	@[ -x "$(VERL_VENV)/bin/python" ] || python3 -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/pip install -q --no-deps verl==0.9.1
+	$(VERL_VENV)/bin/pip install -q -r bench/verl-requirements.txt
+	@touch $@
+
+check-verl: install $(VERL_STAMP)
+	$(PY) -m bench.verl_export_tiny --out build/verl_export --work build/verl_tiny_run
+	$(VERL_VENV)/bin/python bench/check_verl.py build/verl_export
 
 # The stage-1 pretraining of the shipped tiny base (about 3 CPU minutes; the course never needs it).
 pretrain: install

@@ -1,0 +1,543 @@
+"""The same experiment on verl: merged teachers, parquet prompts, a reward file and the config.
+
+    python -m mopd_mini.export verl --run runs/course --out build/verl_export
+    python -m mopd_mini.export verl --teacher binding=runs/course/teacher_binding \\
+                                    --teacher recall=runs/course/teacher_recall --out build/verl_export
+
+When an experiment outgrows one GPU, it moves to verl (0.9.1, `pip install verl`), an existing
+distributed engine with multi-teacher on-policy distillation, rather than to more home-made code.
+The export writes everything verl needs, in verl's own formats:
+
+    <out>/
+      student_base/           the base as a full checkpoint (+ tokenizer): the student starts here
+      teachers/<domain>/      each teacher adapter merged into a full checkpoint (+ tokenizer)
+      data/train.parquet      the course's training prompts, in the course's batch order
+      data/val.parquet        the test prompts the course evaluates on
+      reward/factworld_reward.py   FactWorld's relaxed score as verl's `compute_score`
+      verl_config.yaml        the Hydra overrides (and the command line) that map MOPDConfig on verl
+      run_verl.sh             that command line, ready to launch on a cluster
+      export.json             what was exported from where, and the merge checks
+
+verl's loader is the judge of the config, not this module: `make check-verl` loads the YAML into
+verl 0.9.1's own Hydra config, `validate_config` and distillation dataclass, in its own venv
+(bench/check_verl.py). The mapping, what carries over exactly and what does not, is in
+docs/scale_out.md.
+
+What does not carry over, and is refused rather than exported as another objective:
+  * loss="topk": verl's only top-k mode, forward_kl_topk, is the FORWARD KL over the teacher's
+    top-k, and its per-token top-k term is computed by a fixed function inside the actor's forward,
+    so a loss registered in verl's registry cannot supply the bias-corrected reverse KL.
+  * loss="kl": verl's teachers return the sampled token's log-prob or a top-k, never the full
+    distribution, so the exact full-vocabulary reverse KL cannot be formed. (verl's loss_mode
+    "kl" is the single-sample k1 estimator, the same as "k1": not our "kl".)
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib
+import inspect
+import json
+import re
+import shlex
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import torch
+
+import factworld
+
+from .adapters import AdapterBank, LoraSettings, atomic_write
+from .distill import LOSSES, MOPDConfig
+from .domains import get_domains
+from .evaluate import TEACHER_OF
+from .models import TINY, load_base
+from .rollout import chat_prompt
+from .tokenizer import INSTRUCTION, is_tiny
+
+VERL_VERSION = "0.9.1"
+MERGE_TOLERANCE = 1e-5  # merged teacher vs its adapter model: fp64 absolute, fp32 relative to max |logit|
+REWARD_NAME = "compute_score"
+
+NOT_IN_VERL = {
+    "topk": ("MOPDConfig.loss='topk' (the bias-corrected reverse KL over the teacher's top-k, "
+             "sum_v p_S log(p_S/p_T) - p_S + p_T) has no equivalent in verl 0.9.1. Its nearest modes: "
+             "loss_mode=forward_kl_topk is the FORWARD KL sum_v p_T log(p_T/p_S) over the teacher's top-k "
+             "(another objective; its per-token term is computed by a fixed function in the actor's "
+             "forward, so a loss registered in verl's distillation-loss registry cannot replace it); "
+             "loss_mode=k1 with use_policy_gradient=True is MOPD-PG. Export with loss='pg', or train "
+             "top-k in the course."),
+    "kl": ("MOPDConfig.loss='kl' (the exact full-vocabulary reverse KL) has no equivalent in verl 0.9.1: "
+           "its teachers return the sampled token's log-prob (or a top-k), never the full distribution. "
+           "verl's loss_mode='kl' is NOT this loss: it is the single-sample k1 estimator log p_S - log p_T "
+           "(the same as 'k1'); its nearest modes are k1 with use_policy_gradient=True (MOPD-PG, whose "
+           "expected gradient is the reverse KL's) and k3/low_var_kl backpropagated directly. Export with "
+           "loss='pg'."),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# the GPU layout
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """GPUs of one node, split between the actor (student training + its vLLM rollout, colocated)
+    and the teacher pool (each teacher served by its own vLLM replicas)."""
+
+    gpus: int = 8
+    """GPUs on the node (one node)"""
+    teacher_gpus: int | None = None
+    """GPUs of the teacher pool (default: half the node, a multiple of the number of teachers)"""
+    teacher_tp: int = 1
+    """tensor parallel size of one teacher replica (Qwen3-1.7B fits one GPU: 1)"""
+    rollout_tp: int = 1
+    """tensor parallel size of the student's vLLM rollout"""
+
+    def split(self, n_teachers: int) -> tuple[int, int, int]:
+        """(actor GPUs, teacher-pool GPUs, replicas per teacher); a ValueError if it does not fit."""
+        unit = n_teachers * self.teacher_tp
+        teacher = self.teacher_gpus if self.teacher_gpus is not None else (self.gpus // 2) // unit * unit
+        if teacher < unit or teacher % unit:
+            raise ValueError(f"teacher_gpus={teacher} cannot hold {n_teachers} teachers of tensor-parallel size "
+                             f"{self.teacher_tp}: give a positive multiple of {unit} (or a larger --gpus)")
+        actor = self.gpus - teacher
+        if actor < 1 or actor % self.rollout_tp:
+            raise ValueError(f"{actor} GPUs left for the actor after {teacher} for the teachers: give more "
+                             f"--gpus or fewer --teacher-gpus (a multiple of rollout_tp={self.rollout_tp} is needed)")
+        return actor, teacher, teacher // unit
+
+
+# ---------------------------------------------------------------------------------------------
+# teachers: adapters merged into full checkpoints, checked against the adapter model
+# ---------------------------------------------------------------------------------------------
+
+
+def probe_ids(tokenizer, domains, n: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded ids and mask of a few chat-formatted test prompts of every domain."""
+    texts = [chat_prompt(tokenizer, ex.prompt) for d in domains.values()
+             for ex in d.test_examples(d.eval_lengths[0], n, seed=12345)]
+    enc = tokenizer(texts, add_special_tokens=False, padding=True, return_tensors="pt")
+    return enc["input_ids"], enc["attention_mask"]
+
+
+@torch.no_grad()
+def _logits(model, ids, mask) -> torch.Tensor:
+    return model(input_ids=ids, attention_mask=mask).logits
+
+
+def _adapter_logits(base, tokenizer, adapter, ids, mask, dtype, allow_foreign) -> torch.Tensor:
+    """Logits of the adapter model as the course runs it (AdapterBank: refuses another base)."""
+    bank = AdapterBank(copy.deepcopy(base).to(dtype), tokenizer)
+    bank.load("teacher", adapter, allow_foreign=allow_foreign)
+    with bank.use("teacher") as model:
+        return _logits(model, ids, mask)
+
+
+def merge_teacher(base_name: str, adapter: str | Path, out: str | Path, domains, base=None, tokenizer=None,
+                  allow_foreign: bool = False) -> dict:
+    """Merge one LoRA adapter into a fresh copy of the base (peft's merge_and_unload), save it as a
+    full checkpoint with the tokenizer, and check it against the adapter model on probe prompts.
+
+    Two checks, both against the adapter model (one model in memory at a time besides the base):
+      merge  the merge itself, in fp64 (models up to 2e8 parameters; larger: the base's dtype):
+             max |logit difference| <= MERGE_TOLERANCE;
+      saved  the checkpoint as verl will load it (reloaded from disk, in the base's dtype) against
+             the adapter model in that dtype: max |difference| <= MERGE_TOLERANCE x max |logit|.
+             fp32 cannot do much better: the adapter model's own fp32-vs-fp64 difference is returned
+             beside it (on the tiny base, a few 1e-5 with logits up to 17).
+    Returns both differences; a ValueError if either is above its bound."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    if base is None:
+        base, tokenizer = load_base(base_name, dtype=torch.float32, device="cpu")
+    ids, mask = probe_ids(tokenizer, domains)
+    real = mask.bool()
+    exact = torch.float64 if sum(p.numel() for p in base.parameters()) <= 2e8 else base.dtype
+    exact_want = _adapter_logits(base, tokenizer, adapter, ids, mask, exact, allow_foreign)
+    merged = PeftModel.from_pretrained(copy.deepcopy(base).to(exact), str(adapter)).merge_and_unload()
+    merge = (_logits(merged, ids, mask) - exact_want)[real].abs().max().item()
+    if not merge <= MERGE_TOLERANCE:
+        raise ValueError(f"merging {adapter} changes the logits by {merge:.2e} in {exact} (tolerance "
+                         f"{MERGE_TOLERANCE:.0e}); the merge is wrong, do not train on it")
+    del merged
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    PeftModel.from_pretrained(copy.deepcopy(base), str(adapter)).merge_and_unload().save_pretrained(
+        out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    want = _adapter_logits(base, tokenizer, adapter, ids, mask, base.dtype, allow_foreign).float()
+    reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=base.dtype).eval()
+    saved = (_logits(reloaded, ids, mask).float() - want)[real].abs().max().item()
+    scale = want[real].abs().max().item()
+    floor = (want.double() - exact_want.double())[real].abs().max().item()  # the adapter model's own rounding
+    if not saved <= MERGE_TOLERANCE * scale:
+        raise ValueError(f"the merged checkpoint at {out} differs from its adapter {adapter} by {saved:.2e} in "
+                         f"the logits (tolerance {MERGE_TOLERANCE:.0e} x {scale:.1f}); do not train on it")
+    return {"merge_exact": merge, "exact_dtype": str(exact).replace("torch.", ""), "saved": saved,
+            "saved_dtype": str(base.dtype).replace("torch.", ""), "max_logit": scale, "adapter_rounding": floor}
+
+
+def save_base(base, tokenizer, out: str | Path) -> Path:
+    """The student's starting point (the Stage-1 checkpoint: the base) as a full checkpoint."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    base.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# data: verl's RL parquet
+# ---------------------------------------------------------------------------------------------
+
+
+def messages(tokenizer, prompt: str) -> list[dict]:
+    """The chat message list verl renders with the model's own template (as `chat_prompt` does;
+    verl gets `enable_thinking=False` through data.apply_chat_template_kwargs)."""
+    content = prompt if is_tiny(tokenizer) else f"{INSTRUCTION}\n\n{prompt}"
+    return [{"role": "user", "content": content}]
+
+
+def row(tokenizer, example, split: str, position: int) -> dict:
+    """One verl record: data_source routes it to its domain's teacher and picks the reward."""
+    return {"data_source": example.task,
+            "prompt": messages(tokenizer, example.prompt),
+            "ability": f"factworld-{example.task}",
+            "reward_model": {"style": "rule", "ground_truth": example.answer},
+            "extra_info": {"split": split, "index": position, "factworld_index": example.index,
+                           "length": example.length, "seed": example.seed, "raw_prompt": example.prompt,
+                           "chat_text": chat_prompt(tokenizer, example.prompt)}}
+
+
+def train_rows(tokenizer, cfg: MOPDConfig) -> list[dict]:
+    """Every training prompt of the course run, in its batch order: step s's batch is rows
+    [(s-1) B, s B) with B = prompts_per_domain x domains, so verl with shuffle=False and
+    train_batch_size=B sees exactly the course's batches."""
+    domains = get_domains(cfg.domains)
+    examples = [ex for step in range(1, cfg.steps + 1) for d in domains.values()
+                for ex in d.train_examples(step, cfg.prompts_per_domain, cfg.seed)]
+    return [row(tokenizer, ex, "train", i) for i, ex in enumerate(examples)]
+
+
+def val_rows(tokenizer, cfg: MOPDConfig) -> list[dict]:
+    """The test prompts the course evaluates on: eval_n per domain and evaluated length."""
+    examples = [ex for d in get_domains(cfg.domains).values() for L in d.eval_lengths
+                for ex in d.test_examples(L, cfg.eval_n)]
+    return [row(tokenizer, ex, "val", i) for i, ex in enumerate(examples)]
+
+
+def write_parquet(rows: list[dict], path: Path) -> Path:
+    """Rows as a parquet file (pyarrow: `pip install mopd_mini[export]`), written atomically."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as err:
+        raise ImportError("the verl export writes parquet with pyarrow: pip install 'mopd_mini[export]'") from err
+    import io
+
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(rows), buffer)
+    atomic_write(path, buffer.getvalue())
+    return path
+
+
+def max_prompt_tokens(tokenizer, rows: list[dict]) -> int:
+    texts = [r["extra_info"]["chat_text"] for r in rows]
+    return max(len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"])
+
+
+# ---------------------------------------------------------------------------------------------
+# the reward: FactWorld's relaxed score as a verl custom reward function
+# ---------------------------------------------------------------------------------------------
+
+
+def reward_source() -> str:
+    """A self-contained reward file (verl's environment has no mopd_mini): factworld/score.py
+    itself (minus its docstring), then verl's entry point over its `score`."""
+    source = inspect.getsource(importlib.import_module("factworld.score"))  # the module, not the function
+    body = source[source.index('"""', source.index('"""') + 3) + 3:].lstrip("\n")
+    return (f'"""FactWorld\'s relaxed score as a verl custom reward function (written by mopd_mini.export).\n\n'
+            f"verl calls {REWARD_NAME}(data_source, solution_str, ground_truth, extra_info) on the decoded\n"
+            'completion; below is factworld/score.py verbatim, then that entry point."""\n\n'
+            + body
+            + f"\n\ndef {REWARD_NAME}(data_source, solution_str, ground_truth, extra_info=None, **kwargs):\n"
+            f'    """1.0 if the completion answers the gold under FactWorld\'s relaxed metric, else 0.0."""\n'
+            f"    if data_source not in {tuple(factworld.TASKS)!r}:\n"
+            f"        raise ValueError(f'not a FactWorld data_source: {{data_source!r}}')\n"
+            f'    return float(score(solution_str, ground_truth, "relaxed"))\n')
+
+
+# ---------------------------------------------------------------------------------------------
+# the config: MOPDConfig and the LoRA settings on verl's keys
+# ---------------------------------------------------------------------------------------------
+
+
+def hydra_value(value) -> str:
+    """A Python value in Hydra's override grammar."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, str) and not re.fullmatch(r"[\w./:+~-]+", value):  # e.g. a path with a space
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return str(value)
+
+
+def fit(cfg: MOPDConfig, layout: Layout, n_teachers: int) -> tuple[int, int, int]:
+    """The layout's split, checked against the batch: each actor GPU gets a whole share."""
+    actor, pool, replicas = layout.split(n_teachers)
+    batch = cfg.prompts_per_domain * len(cfg.domains)
+    if batch % actor:
+        raise ValueError(f"a batch of {batch} prompts (prompts_per_domain x domains) does not split over {actor} "
+                         f"actor GPUs; change prompts_per_domain or --gpus/--teacher-gpus so it divides")
+    return actor, pool, replicas
+
+
+def verl_overrides(cfg: MOPDConfig, lora: LoraSettings, paths: dict, layout: Layout, max_prompt: int,
+                   teacher_key: str = "data_source") -> dict:
+    """verl 0.9.1 Hydra overrides (key -> value) for the course's MOPD run. Every key exists in
+    verl's composed ppo_trainer config (`make check-verl` proves it); '+' adds a new entry."""
+    if cfg.loss in NOT_IN_VERL:
+        raise ValueError(NOT_IN_VERL[cfg.loss])
+    if cfg.loss not in LOSSES:
+        raise ValueError(f"unknown loss {cfg.loss!r}; valid losses: {LOSSES}")
+    teachers = paths["teachers"]
+    actor, pool, replicas = fit(cfg, layout, len(teachers))
+    batch = cfg.prompts_per_domain * len(cfg.domains)
+    target = lora.target_modules if isinstance(lora.target_modules, str) else list(lora.target_modules)
+    o = {
+        # data: the course's prompts in its batch order, routed and rewarded by data_source
+        "data.train_files": str(paths["train"]), "data.val_files": str(paths["val"]),
+        "data.prompt_key": "prompt", "data.reward_fn_key": teacher_key,
+        "data.max_prompt_length": max_prompt, "data.max_response_length": cfg.max_new_tokens,
+        "data.train_batch_size": batch, "data.shuffle": False, "data.seed": cfg.seed,
+        "data.truncation": "error", "+data.apply_chat_template_kwargs.enable_thinking": False,
+        # the student: the base plus a fresh LoRA adapter
+        "actor_rollout_ref.model.path": str(paths["student"]),
+        "actor_rollout_ref.model.lora_rank": lora.r, "actor_rollout_ref.model.lora_alpha": lora.alpha,
+        "actor_rollout_ref.model.target_modules": target,
+        "actor_rollout_ref.model.enable_gradient_checkpointing": cfg.gradient_checkpointing,
+        # one on-policy update per batch: mini-batch = batch, one epoch; AdamW, no weight decay
+        "actor_rollout_ref.actor.strategy": "fsdp",
+        "actor_rollout_ref.actor.ppo_mini_batch_size": batch, "actor_rollout_ref.actor.ppo_epochs": 1,
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": batch // actor,
+        "actor_rollout_ref.actor.optim.lr": cfg.lr, "actor_rollout_ref.actor.optim.weight_decay": 0.0,
+        "actor_rollout_ref.actor.grad_clip": cfg.grad_clip,
+        "actor_rollout_ref.actor.loss_agg_mode": "seq-mean-token-mean",
+        "actor_rollout_ref.actor.use_kl_loss": False, "actor_rollout_ref.actor.entropy_coeff": 0,
+        "actor_rollout_ref.actor.data_loader_seed": cfg.seed,
+        # sampling: one completion per prompt at temperature 1, untruncated; greedy evaluation
+        "actor_rollout_ref.rollout.name": "vllm", "actor_rollout_ref.rollout.n": 1,
+        "actor_rollout_ref.rollout.temperature": cfg.temperature, "actor_rollout_ref.rollout.top_k": -1,
+        "actor_rollout_ref.rollout.top_p": 1.0,
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": layout.rollout_tp,
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": batch // actor,
+        "actor_rollout_ref.rollout.val_kwargs.do_sample": False,
+        # no critic, no reference model: the teachers are the only signal
+        "algorithm.adv_estimator": "grpo", "algorithm.use_kl_in_reward": False, "critic.enable": False,
+        # MOPD-PG: advantage log pi_T(y_t) - log pi_S(y_t) (k1, as a reward), clipped to [-clip, clip]
+        "distillation.enabled": True, "distillation.teacher_key": teacher_key,
+        "distillation.distillation_loss.loss_mode": "k1",
+        "distillation.distillation_loss.use_policy_gradient": True,
+        "distillation.distillation_loss.loss_max_clamp": cfg.clip,
+        "distillation.distillation_loss.log_prob_min_clamp": None,
+        "distillation.distillation_loss.use_task_rewards": False,
+        "distillation.distillation_loss.policy_loss_mode": "vanilla",
+        "distillation.n_gpus_per_node": pool, "distillation.nnodes": 1,
+    }
+    for domain, path in teachers.items():  # one teacher per domain; each sample goes to exactly one
+        t = f"+distillation.teacher_models.{domain}"
+        o.update({f"{t}.key": domain, f"{t}.model_path": str(path), f"{t}.num_replicas": replicas,
+                  f"{t}.inference.name": "vllm", f"{t}.inference.tensor_model_parallel_size": layout.teacher_tp})
+    o.update({
+        # FactWorld's relaxed score, for validation (and verl's task-reward mode)
+        "reward.custom_reward_function.path": str(paths["reward"]),
+        "reward.custom_reward_function.name": REWARD_NAME,
+        "trainer.n_gpus_per_node": actor, "trainer.nnodes": 1,
+        "trainer.total_epochs": 1, "trainer.total_training_steps": cfg.steps,
+        "trainer.test_freq": cfg.eval_every if cfg.eval_every else -1,
+        "trainer.save_freq": cfg.checkpoint_every, "trainer.val_before_train": True,
+        "trainer.logger": ["console"], "trainer.project_name": "mopd_mini",
+        "trainer.experiment_name": cfg.experiment or "mopd",
+    })
+    return o
+
+
+def command(overrides: dict) -> str:
+    """The full verl command line for these overrides (one argument per line)."""
+    args = [shlex.quote(f"{k}={hydra_value(v)}") for k, v in overrides.items()]
+    return "python3 -m verl.trainer.main_ppo \\\n    " + " \\\n    ".join(args)
+
+
+MAPPING = [  # (our field, verl key, note): the table of docs/scale_out.md, written beside the YAML
+    ("MOPDConfig.loss='pg'", "distillation.distillation_loss.loss_mode=k1, use_policy_gradient=true, "
+     "policy_loss_mode=vanilla, use_task_rewards=false", "advantage -(log p_S - log p_T), exact"),
+    ("MOPDConfig.clip", "distillation.distillation_loss.loss_max_clamp", "two-sided clamp [-c, c], exact"),
+    ("(no log-prob clamp)", "distillation.distillation_loss.log_prob_min_clamp=null", "exact"),
+    ("MOPDConfig.domains + teacher_<d>", "distillation.teacher_key=data_source, "
+     "+distillation.teacher_models.<d>.key/model_path", "one teacher per sample; unknown key is an error"),
+    ("MOPDConfig.prompts_per_domain x domains", "data.train_batch_size, actor.ppo_mini_batch_size",
+     "one update per batch"),
+    ("(one update per batch)", "actor_rollout_ref.actor.ppo_epochs=1", "on-policy: ratio 1"),
+    ("MOPDConfig.lr", "actor_rollout_ref.actor.optim.lr (weight_decay=0)", "AdamW, constant"),
+    ("MOPDConfig.grad_clip", "actor_rollout_ref.actor.grad_clip", "global norm"),
+    ("MOPDConfig.temperature", "actor_rollout_ref.rollout.temperature (top_k=-1, top_p=1, n=1)", "exact"),
+    ("MOPDConfig.max_new_tokens", "data.max_response_length", "completion budget"),
+    ("masked_mean (token mean, then sequence mean)", "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
+     "exact"),
+    ("MOPDConfig.steps", "trainer.total_training_steps", "with data.shuffle=false: the course's batches"),
+    ("MOPDConfig.eval_every / checkpoint_every", "trainer.test_freq / trainer.save_freq", ""),
+    ("MOPDConfig.seed", "data.seed, actor.data_loader_seed", "sampling noise differs"),
+    ("MOPDConfig.gradient_checkpointing", "actor_rollout_ref.model.enable_gradient_checkpointing", ""),
+    ("LoraSettings.r / alpha / target_modules", "actor_rollout_ref.model.lora_rank / lora_alpha / target_modules",
+     "dropout 0 (peft's default in verl)"),
+    ("teacher adapters", "merged checkpoints served by vLLM", "logits equal to 1e-5 (fp32)"),
+    ("FactWorld relaxed score", "reward.custom_reward_function.path/name", "validation and task reward"),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# the whole export
+# ---------------------------------------------------------------------------------------------
+
+
+def read_run(run: str | Path) -> tuple[MOPDConfig, dict[str, Path], LoraSettings]:
+    """The MOPD config, teacher adapters and student LoRA settings of a finished course run."""
+    run = Path(run)
+    config_file = run / "student" / "config.json"
+    if not config_file.exists():
+        raise FileNotFoundError(f"no MOPD run at {run} ({config_file} is missing): train the student first "
+                                "(notebook 03 or train_student), or give --teacher DOMAIN=ADAPTER instead")
+    saved = json.loads(config_file.read_text())
+    known = {f.name for f in fields(MOPDConfig)}
+    cfg = MOPDConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in known})
+    teachers = {d: run / TEACHER_OF.format(d) for d in cfg.domains}
+    return cfg, teachers, lora_of(run / "student")
+
+
+def lora_of(adapter: Path) -> LoraSettings:
+    """The LoRA settings of a saved adapter (peft's adapter_config.json), else the defaults."""
+    path = Path(adapter) / "adapter_config.json"
+    if not path.exists():
+        return LoraSettings()
+    c = json.loads(path.read_text())
+    targets = c.get("target_modules", "all-linear")
+    # peft saves "all-linear" expanded to module paths; their leaf names select the same layers
+    targets = targets if isinstance(targets, str) else tuple(sorted({t.split(".")[-1] for t in targets}))
+    return LoraSettings(r=c["r"], alpha=c["lora_alpha"], dropout=c.get("lora_dropout", 0.0), target_modules=targets)
+
+
+def export_verl(out: str | Path, cfg: MOPDConfig, teachers: dict[str, str | Path], lora: LoraSettings | None = None,
+                base_name: str = TINY, layout: Layout = Layout(), root: str | None = None,
+                allow_foreign: bool = False) -> dict:
+    """Write the verl export of one MOPD experiment into `out`; returns what export.json holds.
+    `root`: the folder `out` will be at on the cluster (default: `out` itself, absolute)."""
+    cfg.check()
+    lora = lora or LoraSettings()
+    if cfg.loss in NOT_IN_VERL:  # refuse before any work: never a silently different objective
+        raise ValueError(NOT_IN_VERL[cfg.loss])
+    missing = [d for d in cfg.domains if d not in teachers]
+    if missing:
+        raise ValueError(f"no teacher adapter for domain(s) {missing}: every domain in the data needs one "
+                         f"(--teacher DOMAIN=ADAPTER); given: {sorted(teachers)}")
+    extra = [d for d in teachers if d not in cfg.domains]
+    if extra:
+        raise ValueError(f"teacher(s) for {extra} but the experiment's domains are {list(cfg.domains)}")
+    actor, pool, replicas = fit(cfg, layout, len(teachers))
+    out = Path(out).resolve()
+    at = Path(root) if root else out
+    base, tokenizer = load_base(base_name, dtype=torch.float32, device="cpu")
+    domains = get_domains(cfg.domains)
+    save_base(base, tokenizer, out / "student_base")
+    diffs = {}
+    for d, adapter in teachers.items():
+        diffs[d] = merge_teacher(base_name, adapter, out / "teachers" / d, domains, base=base,
+                                 tokenizer=tokenizer, allow_foreign=allow_foreign)
+    train, val = train_rows(tokenizer, cfg), val_rows(tokenizer, cfg)
+    write_parquet(train, out / "data" / "train.parquet")
+    write_parquet(val, out / "data" / "val.parquet")
+    atomic_write(out / "reward" / "factworld_reward.py", reward_source().encode())
+    paths = {"train": at / "data" / "train.parquet", "val": at / "data" / "val.parquet",
+             "student": at / "student_base", "reward": at / "reward" / "factworld_reward.py",
+             "teachers": {d: at / "teachers" / d for d in teachers}}
+    overrides = verl_overrides(cfg, lora, paths, layout, max_prompt_tokens(tokenizer, train + val))
+    doc = {"verl_version": VERL_VERSION, "config_name": "ppo_trainer",
+           "overrides": [f"{k}={hydra_value(v)}" for k, v in overrides.items()],
+           "command": command(overrides),
+           "layout": {"gpus": layout.gpus, "actor_gpus": actor, "teacher_pool_gpus": pool,
+                      "replicas_per_teacher": replicas, "teacher_tp": layout.teacher_tp},
+           "mapping": [{"ours": a, "verl": b, "note": c} for a, b, c in MAPPING]}
+    write_yaml(doc, out / "verl_config.yaml")
+    atomic_write(out / "run_verl.sh", ("#!/usr/bin/env bash\n# written by mopd_mini.export; launch on the "
+                                       "cluster's head node, in verl's environment\nset -euo pipefail\n"
+                                       + doc["command"] + ' \\\n    "$@"\n').encode())
+    (out / "run_verl.sh").chmod(0o755)
+    info = {"base": base_name, "teachers": {d: str(p) for d, p in teachers.items()}, "mopd_config": asdict(cfg),
+            "lora": asdict(lora), "merge_check": diffs, "train_rows": len(train), "val_rows": len(val)}
+    atomic_write(out / "export.json", json.dumps(info, indent=1, default=str).encode())
+    return info
+
+
+def write_yaml(doc: dict, path: Path) -> Path:
+    try:
+        import yaml
+    except ImportError as err:
+        raise ImportError("the verl export writes YAML with pyyaml: pip install 'mopd_mini[export]'") from err
+    atomic_write(path, yaml.safe_dump(doc, sort_keys=False, width=120).encode())
+    return path
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(prog="python -m mopd_mini.export", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="engine", required=True)
+    v = sub.add_parser("verl", help="export for verl 0.9.1 (multi-teacher on-policy distillation)")
+    v.add_argument("--run", help="a finished course run, runs/<experiment> (teacher_<domain>/ and student/)")
+    v.add_argument("--teacher", action="append", default=[], metavar="DOMAIN=ADAPTER",
+                   help="a teacher adapter folder per domain (instead of, or on top of, --run)")
+    v.add_argument("--out", required=True, help="the export folder")
+    v.add_argument("--base", default=TINY, help="the base the adapters were trained on (default: tiny)")
+    v.add_argument("--loss", choices=LOSSES, help="override the run's loss (only pg exists in verl)")
+    v.add_argument("--gpus", type=int, default=8, help="GPUs on the node (default 8)")
+    v.add_argument("--teacher-gpus", type=int, help="GPUs of the teacher pool (default: half the node)")
+    v.add_argument("--teacher-tp", type=int, default=1, help="tensor-parallel size of a teacher replica")
+    v.add_argument("--root", help="where the export folder will be on the cluster (default: --out)")
+    args = p.parse_args(argv)
+    if args.run:
+        cfg, teachers, lora = read_run(args.run)
+    else:
+        cfg, teachers, lora = MOPDConfig(), {}, LoraSettings()
+    for item in args.teacher:
+        domain, sep, path = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--teacher takes DOMAIN=ADAPTER, got {item!r}")
+        teachers[domain] = Path(path)
+    if not args.run:
+        cfg = MOPDConfig(domains=tuple(teachers)) if teachers else cfg
+    if args.loss:
+        cfg = MOPDConfig(**{**asdict(cfg), "loss": args.loss})
+    layout = Layout(gpus=args.gpus, teacher_gpus=args.teacher_gpus, teacher_tp=args.teacher_tp)
+    try:
+        info = export_verl(args.out, cfg, teachers, lora, args.base, layout, args.root)
+    except ValueError as err:
+        raise SystemExit(f"export refused: {err}") from err
+    print(f"wrote {Path(args.out).resolve()}: student_base/, teachers/{{{','.join(teachers)}}}/, "
+          f"data/train.parquet ({info['train_rows']} rows), data/val.parquet ({info['val_rows']} rows), "
+          "reward/factworld_reward.py, verl_config.yaml, run_verl.sh, export.json")
+    for d, x in info["merge_check"].items():
+        print(f"merged teacher {d}: max |logit - adapter logit| {x['merge_exact']:.1e} (the merge, "
+              f"{x['exact_dtype']}), {x['saved']:.1e} (the saved checkpoint, {x['saved_dtype']}; "
+              f"max |logit| {x['max_logit']:.1f}; the adapter model itself, {x['saved_dtype']} vs "
+              f"{x['exact_dtype']}: {x['adapter_rounding']:.1e})")
+    return info
+
+
+if __name__ == "__main__":
+    main()
