@@ -72,6 +72,8 @@ class MOPDConfig:
     """greedy accuracy on test prompts every this many steps (0: never)"""
     eval_n: int = 64
     """test prompts per domain and evaluated length"""
+    eval_split: str = "test"
+    """which split the periodic evaluations use: "test", or "val" when choosing hyperparameters"""
     track_steps: tuple[int, ...] = (1, 10, 25, 50, 100, 200, 300)
     """steps at which per-token tensors of the tracked prompts are recorded (before that step's update)"""
     track_prompts: int = 4
@@ -236,7 +238,7 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
             row.update(domain_metrics(info, rollout, rollout.rewards(bank.tokenizer)))
             row["kl"] = masked_mean(info["kl"], rollout.completion_mask).item()
             if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
-                row.update(accuracy_by_length(model, bank.tokenizer, domains, cfg.eval_n))
+                row.update(accuracy_by_length(model, bank.tokenizer, domains, cfg.eval_n, cfg.eval_split))
             run.log(row)
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 run.save(step, bank, cfg.student, optimizer, generator)

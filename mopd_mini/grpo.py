@@ -62,6 +62,8 @@ class GRPOConfig:
     """greedy accuracy on held-out test prompts every this many steps (0: never)"""
     eval_n: int = 64
     """test prompts per evaluated length"""
+    eval_split: str = "test"
+    """which split the periodic evaluations use: "test", or "val" when choosing hyperparameters"""
     seed: int = 0
     """seeds the adapter's init, the prompts and the sampling"""
     experiment: str | None = "course"
@@ -156,7 +158,7 @@ def train_teacher(bank: AdapterBank, cfg: GRPOConfig) -> Run:
                 row.update(loss=loss.item(), **guarded_step(loss, params, optimizer, cfg.grad_clip))
             # --- evaluate, log, checkpoint ------------------------------------------------------
             if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
-                row.update(accuracy_by_length(model, bank.tokenizer, evaluated, cfg.eval_n))
+                row.update(accuracy_by_length(model, bank.tokenizer, evaluated, cfg.eval_n, cfg.eval_split))
             run.log(row)
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 run.save(step, bank, cfg.adapter, optimizer, generator)

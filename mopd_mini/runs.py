@@ -150,16 +150,20 @@ def check_loop(cfg) -> None:
     for name in ("steps", "max_new_tokens", "eval_n", "checkpoint_every"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
+    if getattr(cfg, "eval_split", "test") not in ("test", "val"):
+        raise ValueError(f"eval_split must be 'test' or 'val', got {cfg.eval_split!r}")
     if cfg.eval_every < 0:
         raise ValueError(f"eval_every must be >= 0 (0: never evaluate), got {cfg.eval_every}")
 
 
 IGNORED_ON_RESUME = ("steps", "progress", "eval_every", "eval_n", "checkpoint_every", "track_steps", "track_prompts")
+ADDED_FIELDS = {"eval_split": "test"}  # fields newer than some saved runs: their value before they existed
 
 
 def _comparable(config: dict) -> dict:
     """A config minus the fields that do not change the trained weights (how long, how often it
     evaluates or checkpoints, what it shows): a run may be resumed or extended across those."""
+    config = {**ADDED_FIELDS, **config}  # a run saved before a field existed had its default
     return {k: v for k, v in config.items() if k not in IGNORED_ON_RESUME}
 
 
