@@ -81,17 +81,17 @@ MERGES = ("linear", "cat", "ties", "dare_ties")
 class Protocol:
     """Budgets and grids (FULL for the report, QUICK for the smoke test)."""
 
-    steps: int = 80                       # optimizer steps of every trained method
+    steps: int = 50                       # optimizer steps of every trained method
     per_domain: int = 8                   # prompts per domain per step (online); offline batch = 2x this
     lrs: tuple = (1e-3, 3e-3)             # the learning-rate grid of every trained method
-    offline_prompts: int = 160            # RFT / soft: prompts per domain the teachers sample (x K = MOPD's samples)
+    offline_prompts: int = 100            # RFT / soft: prompts per domain the teachers sample (x K = MOPD's samples)
     offline_k: int = 4                    # RFT / soft: samples per prompt (K)
     merge_grid: dict = field(default_factory=lambda: {
         "linear": [dict(w=0.5), dict(w=1.0), dict(w=1.5)],
         "cat": [dict(w=0.5), dict(w=1.0), dict(w=1.5)],
         "ties": [dict(w=1.0, density=d) for d in (0.3, 0.6, 0.9)],
         "dare_ties": [dict(w=1.0, density=d) for d in (0.3, 0.6, 0.9)]})
-    eval_every: int = 20                  # periodic val evaluations (the curves)
+    eval_every: int = 25                  # periodic val evaluations (the curves)
     val_n: int = 100                      # val prompts per domain and length (grid, curves)
     teacher_steps: int | None = None      # None: the chosen teacher config's
 
@@ -466,6 +466,11 @@ def markdown(rep: dict) -> str:
         diff, two = noise(rep, m, "mopd_pg")
         verdict = "within noise" if abs(diff) < two else ("better than MOPD-PG" if diff > 0 else "worse than MOPD-PG")
         out.append(f"| {LABEL[m]} | {diff:+.3f} | {two:.3f} | {verdict} |")
+    ranked = ", ".join(f"{LABEL[m]} {method_stats(rep, m)[0]:.2f}" for m in order)
+    matched = [LABEL[m] for m in order if m != "mopd_pg" and noise(rep, m, "mopd_pg")[0] >= -noise(rep, m, "mopd_pg")[1]]
+    out += ["", f"**Ranking as measured** (mean normalised test score): {ranked}.", "",
+            ("**Baselines that match or beat MOPD-PG within noise: " + ", ".join(matched) + ".**") if matched
+            else "**No baseline matches MOPD-PG within noise.**", ""]
     # grids
     out += ["", "## Validation grids (seed 0) and what was chosen", "",
             "Mean normalised score on val (binding, recall); the chosen setting in bold.", ""]
@@ -509,8 +514,8 @@ def cost_section(rep: dict) -> list[str]:
     P = rep["protocol"]
     out = ["## What each method costs", "",
            f"Mean over the seeds run. Tokens are real tokens (padding not counted). FLOPs estimate: "
-           f"`{cost.FORMULA}`; here N = {P['N']:,}, n = {P['n_lora']:,} (LoRA is 19% of this tiny base; on Qwen3-1.7B it "
-           "is about 1%). Attention-score FLOPs, padding, evaluations and checkpointing are not counted. Wall time: the "
+           f"`{cost.FORMULA}`; here N = {P['N']:,}, n = {P['n_lora']:,} (the adapter is {P['n_lora'] / P['N']:.0%} of this "
+           "tiny base; on Qwen3-1.7B it is about 1%). Attention-score FLOPs, padding, evaluations and checkpointing are not counted. Wall time: the "
            "training steps (and the teachers' sampling) on this CPU, one torch thread, evaluations excluded; the machine "
            "was shared with other jobs, so times are indicative.", "",
            "| method | stage: sampled tokens (prefill + generated) | teacher-prefilled | trained | FLOPs | wall s | "
@@ -522,18 +527,24 @@ def cost_section(rep: dict) -> list[str]:
                    f"{s['flops']:.2e} | {s['seconds']:.0f} | {p['flops']:.2e} | {p['seconds']:.0f} |")
     mo, rf = cost_means(rep, "mopd_pg", "stage"), cost_means(rep, "rft", "stage")
     mp, rp = cost_means(rep, "mopd_pg", "pipeline"), cost_means(rep, "rft", "pipeline")
-    out += ["", f"**MOPD-PG over RFT** (distillation stage alone): {mo['flops'] / rf['flops']:.2f}x the FLOPs, "
-            f"{mo['seconds'] / rf['seconds']:.2f}x the wall time; whole pipeline: {mp['flops'] / rp['flops']:.2f}x FLOPs, "
-            f"{mp['seconds'] / rp['seconds']:.2f}x wall time. The critique reports 14.8-23.1x the training GPU-hours.", "",
-            "Why the ratio is so much smaller here: the critique's trajectories are long reasoning traces, where MOPD's "
-            "per-step student sampling (decode, one token at a time, memory-bound) and the teacher's prefill of every "
-            "sampled token dominate, while an SFT step is one parallel forward and backward. FactWorld completions are "
-            "2-3 tokens after a 50-130 token prompt, so every method's cost is the prompt's prefill and the training "
-            "forward over it, which MOPD and RFT pay alike; decoding is almost free. Teachers are LoRA adapters on the "
-            "student's own base, scored in one routed forward (no second model in memory, no transfer), and MOPD here "
-            "trains on the same number of prompts per step as RFT. What remains is MOPD's extra per-step sampling and "
-            "teacher prefill (about 2 forwards beside the 4N of the training pass), against RFT's one-off sampling of "
-            "K samples per prompt. The teachers' own GRPO training, which both need, is most of the whole pipeline.", ""]
+    rows = P["steps"] * 2 * P["per_domain"]                   # MOPD's sampled completions per run
+    prompt_len, completion_len = mo["cost/sample_prefill_tokens"] / rows, mo["cost/generated_tokens"] / rows
+    teacher_share = 1 - mo["flops"] / mp["flops"]
+    out += ["", f"**MOPD-PG over RFT** (distillation stage alone): **{mo['flops'] / rf['flops']:.2f}x the FLOPs, "
+            f"{mo['seconds'] / rf['seconds']:.2f}x the wall time**; whole pipeline (teachers included): "
+            f"{mp['flops'] / rp['flops']:.2f}x FLOPs, {mp['seconds'] / rp['seconds']:.2f}x wall time. "
+            "The critique reports 14.8-23.1x the training GPU-hours.", "",
+            "Why the ratio is so much smaller here. In the critique, completions are long reasoning traces: MOPD samples "
+            "every one of them from the student, one token at a time (decode is memory-bound and slow per token), and a "
+            "separate teacher model prefills each, every step, while SFT runs one parallel forward and backward over a "
+            "fixed set. Here a FactWorld completion is "
+            f"{completion_len:.1f} tokens after a {prompt_len:.0f}-token prompt (measured: MOPD-PG's sampler), so "
+            "every method's cost is the prefill of the prompt and the training pass over it, which MOPD and RFT pay "
+            "alike; decoding is nearly free. The teachers are LoRA adapters on the student's own base, scored in one "
+            "routed forward (no second model, no transfer), and both methods train on the same number of completions "
+            f"per step ({2 * P['per_domain']}). What is left of MOPD's premium is its per-step sampling and teacher "
+            "prefill (two forwards beside the training pass's forward and backward) against RFT's one-off sampling. "
+            f"And the teachers' own GRPO runs, which both need, are {teacher_share:.0%} of MOPD's whole-pipeline FLOPs.", ""]
     return out
 
 
