@@ -3,6 +3,7 @@ budget, tuned the same way on VALIDATION, tested once; with what each costs.
 
     OMP_NUM_THREADS=1 python -m bench.baselines --seeds 0 1 2     # docs/baselines.md, .json, figures
     python -m bench.baselines --quick --no-write                  # the smoke test's seconds-long run
+    python -m bench.baselines --render docs/baselines.json        # the page and figures again, from the JSON
 
 The protocol (what docs/baselines.md states beside its numbers):
   * teachers: one per domain, trained once (seed 0) and shared by every method and seed, with the
@@ -648,8 +649,16 @@ def main(argv=None):
     p.add_argument("--no-write", action="store_true", help="print only; docs/ is left alone")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--out", default=str(DOCS), help="where baselines.md, .json and figures/ go")
+    p.add_argument("--render", metavar="JSON", help="rewrite the page and figures from a saved baselines.json "
+                   "(no training, no evaluation: the numbers and the command are the JSON's)")
     args = p.parse_args(argv)
     args.argv = list(argv) if argv is not None else None
+    if args.render:
+        rep = json.loads(Path(args.render).read_text())
+        if not args.no_write:
+            write(rep, Path(args.out))
+        print(markdown(rep))
+        return rep
     if args.quick and args.n == 500:
         args.n = 6
     if 0 not in args.seeds:
