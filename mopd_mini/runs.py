@@ -60,6 +60,9 @@ class Run:
     config: dict
     metrics: list[dict] = field(default_factory=list)
     trace: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+    """wall time of the training steps so far (no evaluations, no checkpoints); in checkpoint.pt,
+    not in metrics.jsonl, which stays byte-identical between runs of one seed"""
 
     @classmethod
     def open(cls, experiment: str | None, name: str, config) -> "Run":
@@ -79,7 +82,7 @@ class Run:
         state = {"step": step, "config": self.config, "adapter": bank.state(name),
                  "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
                  "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
-                 "metrics": self.metrics, "trace": self.trace}
+                 "metrics": self.metrics, "trace": self.trace, "seconds": self.seconds}
         buffer = io.BytesIO()
         torch.save(state, buffer)
         atomic_write(self.dir / "checkpoint.pt", buffer.getvalue())
@@ -106,6 +109,7 @@ class Run:
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])
         self.metrics, self.trace = state["metrics"], state["trace"]
+        self.seconds = state.get("seconds", 0.0)
         return state["step"] + 1
 
     def write_files(self) -> None:
