@@ -68,10 +68,21 @@ def mean_lift(table: dict, adapter: str, domain: str) -> tuple[float, float, flo
     return acc, se, n
 
 
+def _int_keys(d: dict) -> dict:
+    """JSON turned the lengths into strings; give them back as ints."""
+    return {int(k) if k.isdigit() else k: v for k, v in d.items()}
+
+
 def run_grid(domains, lrs, steps, seeds, n, experiment, split="val") -> dict:
     """Train, snapshot and score every grid point; returns the rows and the base scores."""
     bank = AdapterBank(*load_base("tiny"))
-    base = evaluate(bank, [BASE], get_domains(domains), n=n, split=split)
+    cached = RUNS_DIR / experiment / f"base_{split}_n{n}_{'_'.join(domains)}.json"
+    if cached.exists():
+        base = json.loads(cached.read_text(), object_hook=_int_keys)
+    else:
+        base = evaluate(bank, [BASE], get_domains(domains), n=n, split=split)
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps(base))
     rows = []
     for domain in domains:
         evald = get_domains([domain])
@@ -89,8 +100,13 @@ def run_grid(domains, lrs, steps, seeds, n, experiment, split="val") -> dict:
                         bank.save(name, snap)
                         (snap / "seconds.json").write_text(json.dumps({"train_seconds_cumulative": seconds}))
                     seconds = json.loads((snap / "seconds.json").read_text())["train_seconds_cumulative"]
-                    bank.load("snapshot", snap)
-                    table = evaluate(bank, ["snapshot"], evald, n=n, split=split)
+                    cached = snap / f"eval_{split}_n{n}.json"   # a re-run scores each snapshot once
+                    if cached.exists():
+                        table = json.loads(cached.read_text(), object_hook=_int_keys)
+                    else:
+                        bank.load("snapshot", snap)
+                        table = evaluate(bank, ["snapshot"], evald, n=n, split=split)
+                        cached.write_text(json.dumps(table))
                     acc, se, _ = mean_lift(table, "snapshot", domain)
                     b, _, _ = mean_lift(base, BASE, domain)
                     row = dict(domain=domain, lr=lr, seed=seed, steps=S, acc=acc, se=se, lift=acc - b,

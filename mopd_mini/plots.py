@@ -243,14 +243,17 @@ def forgetting(stages: dict, title: str = "Cascade RL: the first domain during t
     return fig
 
 
-def sample_efficiency(curves: dict, title: str = "MOPD against Mix-RL at equal prompts per domain"):
+def sample_efficiency(curves: dict, title: str = "MOPD against Mix-RL at equal prompts per domain",
+                      xlabel: str = "training prompts seen per domain", ylabel: str = "mean normalised score", ax=None):
     """Mean normalised score against prompts seen per domain. curves: {label: (prompts, scores)}."""
-    fig, ax = plt.subplots(figsize=(6, 3.8))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.8))
+    fig = ax.figure
     for i, (label, (x, y)) in enumerate(curves.items()):
         ax.plot(x, y, "o-", color=plt.get_cmap("tab10")(i % 10), label=label)
     ax.axhline(1, color="black", lw=0.6, ls="--")
     ax.axhline(0, color="black", lw=0.6)
-    ax.set(xlabel="training prompts seen per domain", ylabel="mean normalised score", title=title)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -267,7 +270,7 @@ def merge_sweep(sweep: dict, title: str = "Param-Merge weight sweep",
         for d in domains:
             ax.plot(range(len(labels)), [points[lab][d] for lab in labels], "o-" if d != "mean" else "k--",
                     color=COLORS.get(f"teacher_{d}") if d != "mean" else None, label=d)
-        ax.set(title=how, xticks=range(len(labels)), xlabel="weights  w_binding / w_recall")
+        ax.set(title=how, xticks=range(len(labels)), xlabel=xlabel)
         ax.set_xticklabels(labels, rotation=30)
         ax.axhline(0, color="black", lw=0.6)
         ax.axhline(1, color="black", lw=0.6, ls=":")
@@ -277,3 +280,39 @@ def merge_sweep(sweep: dict, title: str = "Param-Merge weight sweep",
     fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def baselines_view(rep: dict) -> dict:
+    """What the figures need from docs/baselines.json (written by `python -m bench.baselines`):
+    scores {method: {domain: (mean over seeds, std over seeds)}} on the test split (all evaluated
+    lengths); cost panels {stage | pipeline: {method: (mean FLOPs, mean score, std)}}; the val
+    curves averaged over seeds {method: (x, mean normalised)} with x = prompts seen (or the second
+    stage's step for the cascades, per domain); and the merge grid {how: {setting: {domain: score}}}."""
+    def stats(vals):
+        vals = [v for v in vals if v is not None]
+        return (float(np.mean(vals)), float(np.std(vals))) if vals else (float("nan"), 0.0)
+
+    scores, panels = {}, {"the stage alone": {}, "the whole pipeline (teachers included)": {}}
+    for m, per_seed in rep["rows"].items():
+        runs = list(per_seed.values())
+        scores[m] = {d: stats([r["all"][d]["normalised"] for r in runs]) for d in ("binding", "recall")}
+        scores[m]["mean"] = stats([r["all"]["mean"] for r in runs])
+        if m != "merge_best":
+            for panel, part in zip(panels, ("stage", "pipeline")):
+                panels[panel][m] = (float(np.mean([r[part]["flops"] for r in runs])), *scores[m]["mean"])
+    curves, forgetting = {}, {}
+    for m, per_seed in rep.get("curves", {}).items():
+        pts = list(per_seed.values())
+        if m.startswith("cascade_"):
+            for d in ("binding", "recall"):
+                forgetting.setdefault(m, {})[d] = ([p["step"] for p in pts[0]],
+                                                   [float(np.mean([c[j][d] for c in pts])) for j in range(len(pts[0]))])
+        else:
+            curves[m] = ([p["prompts"] for p in pts[0]], [float(np.mean([c[j]["mean"] for c in pts]))
+                                                          for j in range(len(pts[0]))])
+    merges = {}
+    for key, settings in rep.get("grid", {}).items():
+        if key.startswith("merge_"):
+            merges[key[6:]] = {", ".join(f"{k} {s[k]:g}" for k in ("w", "density") if k in s):
+                               {d: s[d] for d in ("binding", "recall", "mean")} for s in settings}
+    return {"scores": scores, "cost_panels": panels, "curves": curves, "forgetting": forgetting, "merges": merges}
