@@ -24,8 +24,6 @@ import argparse
 import json
 import math
 import os
-import platform
-import sys
 import time
 from pathlib import Path
 from statistics import fmean, pstdev
@@ -37,13 +35,17 @@ from mopd_mini.adapters import BASE
 from mopd_mini.domains import get_domains
 from mopd_mini.runs import RUNS_DIR, fast_or
 
+from .common import command as bench_command
+from .common import machine_line
+
 # The config chosen on validation by this script (docs/teachers.md holds the grid it was read from;
 # `python -m bench.teacher_headroom` warns if a new grid would choose otherwise).
-BASELINE_TEACHER = {"binding": dict(steps=200, lr=1e-3), "recall": dict(steps=200, lr=1e-3)}
+BASELINE_TEACHER = {"binding": dict(steps=400, lr=2e-3), "recall": dict(steps=400, lr=1e-3)}
 
 STEPS = (200, 400, 600)
 LRS = (5e-4, 1e-3, 2e-3)
 DOCS = Path("docs")
+NOTES = "## Reading the grid"  # docs/teachers.md from this header on is prose, kept across re-runs
 
 
 def baseline_teacher_config(domain: str, model: str = "tiny", **overrides) -> GRPOConfig:
@@ -86,7 +88,7 @@ def run_grid(domains, lrs, steps, seeds, n, experiment, split="val") -> dict:
     rows = []
     for domain in domains:
         evald = get_domains([domain])
-        for lr in lrs:
+        for lr in (lrs.get(domain, lrs["*"]) if isinstance(lrs, dict) else lrs):
             for seed in seeds:
                 name, seconds = tag(domain, lr, seed), 0.0
                 for S in sorted(steps):
@@ -148,22 +150,23 @@ def write_doc(result: dict, summary: list[dict], chosen: dict, args, command: st
     split = "val"
     lines = ["# Teachers: how much headroom do more GRPO steps or another learning rate buy?", "",
              "Written by one command, on the machine below:", "", "```bash", command, "```", "",
-             f"Machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch thread(s), "
-             f"Python {platform.python_version()}, torch {torch.__version__}. Date: {time.strftime('%Y-%m-%d')}. "
+             f"Machine: {machine_line()}. Date: {time.strftime('%Y-%m-%d')}. "
              f"Split: **{split}** ({args.n} prompts per evaluation length; the test split is not used here). "
              f"Seeds: {args.seeds}. Tolerance of the choice rule: {args.tolerance}.", "",
              "Each (domain, lr, seed) is one GRPO run (`GRPOConfig.for_model('tiny')` otherwise), saved at "
              "every step count of the grid: the 400-step point is the 200-step run trained 200 steps more "
              "(constant lr). Lift = the teacher's mean accuracy over its domain's evaluation lengths minus "
              "the base's; ± is the std over seeds, SE the binomial standard error of one mean accuracy. "
-             "Time = training seconds of one run up to that step count (1 torch thread, shared 2-core CPU; "
-             "evaluation excluded).", "",
+             "Time = training seconds of one run up to that step count (1 torch thread on a 2-core CPU shared "
+             "with other jobs, load average about 10 during this grid, so these seconds are several times the "
+             "unloaded ones; evaluation excluded).", "",
              "| domain | lr | steps | accuracy | lift (mean ± std over seeds) | SE | train s |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for s in summary:
         mark = " **chosen**" if chosen[s["domain"]] == dict(steps=s["steps"], lr=s["lr"]) else ""
-        lines.append(f"| {s['domain']} | {s['lr']:.0e} | {s['steps']} | {s['acc']:.3f} | {s['lift']:+.3f} ± "
-                     f"{s['lift_std']:.3f}{mark} | {s['se']:.3f} | {s['seconds']:.0f} |")
+        spread = f" ± {s['lift_std']:.3f}" if s["seeds"] > 1 else " (1 seed)"
+        lines.append(f"| {s['domain']} | {s['lr']:.0e} | {s['steps']} | {s['acc']:.3f} | {s['lift']:+.3f}{spread}{mark} "
+                     f"| {s['se']:.3f} | {s['seconds']:.0f} |")
     base = result["base"]
     lines += ["", "Base (mean over lengths, same prompts): " + ", ".join(
         f"{d} {a:.3f} ± {se:.3f}" for d, (a, se) in base.items()), "",
@@ -172,13 +175,17 @@ def write_doc(result: dict, summary: list[dict], chosen: dict, args, command: st
         "steps (then the lr nearest the default 1e-3).", "",
         "```python", f"BASELINE_TEACHER = {json.dumps(chosen)}", "```", "",
         "Per-length accuracies of every run: `docs/teachers.json`."]
-    (DOCS / "teachers.md").write_text("\n".join(lines) + "\n")
+    path = DOCS / "teachers.md"
+    notes = path.read_text().split(NOTES, 1) if path.exists() else []
+    tail = NOTES + notes[1] if len(notes) == 2 else ""   # the hand-written reading survives a re-run
+    path.write_text("\n".join(lines) + "\n" + ("\n" + tail if tail else ""))
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--domains", nargs="*", default=["binding", "recall"])
     p.add_argument("--lrs", nargs="*", type=float, default=list(LRS))
+    p.add_argument("--recall-lrs", nargs="*", type=float, default=None, help="recall's lr grid, if not --lrs")
     p.add_argument("--steps", nargs="*", type=int, default=list(STEPS))
     p.add_argument("--seeds", nargs="*", type=int, default=[0])
     p.add_argument("--n", type=int, default=500, help="validation prompts per evaluation length")
@@ -187,8 +194,9 @@ def main(argv=None):
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    command = "python -m bench.teacher_headroom " + " ".join(sys.argv[1:] if argv is None else argv)
-    result = run_grid(args.domains, args.lrs, args.steps, args.seeds, args.n, args.experiment)
+    command = bench_command("bench.teacher_headroom", argv)
+    lrs = {"*": args.lrs, **({"recall": args.recall_lrs} if args.recall_lrs else {})}
+    result = run_grid(args.domains, lrs, args.steps, args.seeds, args.n, args.experiment)
     summary = summarise(result["rows"])
     chosen = choose(summary, args.tolerance)
     print("chosen:", chosen)
