@@ -264,12 +264,13 @@ def merge_sweep(sweep: dict, title: str = "Param-Merge weight sweep",
                 domains=("binding", "recall", "mean")):
     """Normalised score per domain against the merge weights. sweep: {how: {label: {domain:
     score}}}, label e.g. "1/1" (w_binding / w_recall); one panel per merge type."""
+    xlabel = "weights  w_binding / w_recall" if all("/" in lab for pts in sweep.values() for lab in pts) else "setting"
     fig, axes = plt.subplots(1, len(sweep), figsize=(4.6 * len(sweep), 3.6), squeeze=False, sharey=True)
     for ax, (how, points) in zip(axes[0], sweep.items()):
         labels = list(points)
         for d in domains:
-            ax.plot(range(len(labels)), [points[lab][d] for lab in labels], "o-" if d != "mean" else "k--",
-                    color=COLORS.get(f"teacher_{d}") if d != "mean" else None, label=d)
+            ax.plot(range(len(labels)), [points[lab][d] for lab in labels], "o-" if d != "mean" else "--",
+                    color=COLORS.get(f"teacher_{d}", "black"), label=d)
         ax.set(title=how, xticks=range(len(labels)), xlabel=xlabel)
         ax.set_xticklabels(labels, rotation=30)
         ax.axhline(0, color="black", lw=0.6)
