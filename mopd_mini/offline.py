@@ -51,7 +51,8 @@ from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy_by_length
 from .losses import sft_loss, soft_label_kl
 from .rollout import completion_logits, pack, sample
-from .runs import RUNS_DIR, Run, check_loop, guarded_step, preset
+from . import runs
+from .runs import Run, check_loop, guarded_step, preset
 
 LOSSES = ("sft", "soft")
 KEEP = ("correct", "all")
@@ -195,7 +196,7 @@ def collect(bank: AdapterBank, cfg: OfflineConfig) -> Collected:
         if teacher not in bank.names:
             raise ValueError(f"the bank has no {teacher!r}; train it (train_teacher) or load it "
                              f"(bank.load) first. The bank holds: {bank.names}")
-    path = None if cfg.experiment is None else RUNS_DIR / cfg.experiment / "collect" / f"{_collect_key(bank, cfg)}.json"
+    path = None if cfg.experiment is None else runs.RUNS_DIR / cfg.experiment / "collect" / f"{_collect_key(bank, cfg)}.json"
     if path is not None and path.exists():
         return Collected.from_json(path.read_bytes())
     generator = torch.Generator().manual_seed(cfg.seed)

@@ -119,7 +119,6 @@ def test_collect_is_cached_by_teacher_weights(offline_bank, tmp_path, monkeypatc
     other teacher weights make another set."""
     monkeypatch.setattr(runs, "RUNS_DIR", tmp_path)
     from mopd_mini import offline
-    monkeypatch.setattr(offline, "RUNS_DIR", tmp_path)
     bank, data = offline_bank
     cfg = config(experiment="x")
     first = collect(bank, cfg)
@@ -132,7 +131,7 @@ def test_collect_is_cached_by_teacher_weights(offline_bank, tmp_path, monkeypatc
     saved = bank.state("teacher_recall")
     perturb(bank, "teacher_recall", seed=7)
     monkeypatch.undo()
-    monkeypatch.setattr(offline, "RUNS_DIR", tmp_path)
+    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path)
     collect(bank, cfg)
     assert len(list((tmp_path / "x" / "collect").iterdir())) == 2
     bank.load_state("teacher_recall", saved)
