@@ -2,7 +2,8 @@
 scored on the VALIDATION split, and the teacher config the baselines protocol uses.
 
     python -m bench.teacher_headroom                          # the grid below, seed 0 -> docs/teachers.md
-    python -m bench.teacher_headroom --seeds 0 1 --n 500      # what docs/teachers.md was made with
+    OMP_NUM_THREADS=1 python -m bench.teacher_headroom --seeds 0 --n 500 --lrs 1e-3 2e-3 5e-4 --recall-lrs 1e-3 2e-3
+                                                              # what docs/teachers.md was made with
 
 Why: the normalised score divides by the teacher's lift over the base (teacher - base). The
 course's binding teacher (200 steps, lr 1e-3) lifts the base by about +0.34, so a 0.05 difference
@@ -14,8 +15,10 @@ checkpoint with more steps, and the learning rate is constant, so the run at 400
 `--n` validation prompts per evaluation length. The choice rule, per domain: the largest mean lift
 over seeds; any config within `--tolerance` of it that costs fewer steps wins (cheaper is better
 when the gain is within noise). The course notebooks keep `GRPOConfig.for_model` unchanged (their
-times depend on it); the chosen config is `BASELINE_TEACHER` below, which bench/baselines.py and
-notebook 05 use through `baseline_teacher_config`.
+times depend on it; notebook 05 reuses notebook 02's teachers); the chosen config is
+`BASELINE_TEACHER` below, which bench/baselines.py trains its teachers with, through
+`baseline_teacher_config`. Snapshots and their evaluations are cached under runs/<experiment>/, so
+a re-run only trains and scores what is missing.
 """
 
 from __future__ import annotations
