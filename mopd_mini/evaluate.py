@@ -107,3 +107,31 @@ def format_scores(scores: dict) -> str:
                          f"{v['model']:.2f} | {v['normalised']:.2f} |")
     lines.append(f"| mean | | | | | {scores['mean']:.2f} |")
     return "\n".join(lines)
+
+
+def normalised_curve(metrics: list[dict], table: dict, prompts_per_step: int, base: str = "base",
+                     teachers: dict[str, str] | None = None) -> dict:
+    """A run's logged accuracies (acc/<domain>/L<length>, every eval_every steps) as normalised
+    scores against prompts seen per domain: {"prompts": [...], <domain>: [...], "mean": [...]}.
+    `table` holds the base and the teachers, evaluated on the same prompts as the log (evaluate
+    with n = the run's eval_n, the same split and seed 0)."""
+    domains = [d for d in table["acc"][base] if any(k.startswith(f"acc/{d}/") for r in metrics for k in r)]
+    teachers = teachers or {d: TEACHER_OF.format(d) for d in domains}
+    out = {"prompts": [], **{d: [] for d in domains}, "mean": []}
+    for row in metrics:
+        if not all(f"acc/{d}/L{L}" in row for d in domains for L in table["acc"][base][d]):
+            continue
+        out["prompts"].append(row["step"] * prompts_per_step)
+        for d in domains:
+            s = fmean(row[f"acc/{d}/L{L}"] for L in table["acc"][base][d])
+            b, t = domain_score(table, base, d), domain_score(table, teachers[d], d)
+            out[d].append((s - b) / (t - b) if abs(t - b) > 1e-9 else float("nan"))
+        out["mean"].append(fmean(out[d][-1] for d in domains))
+    return out
+
+
+def score_error(table: dict, adapter: str, domain: str, lengths=None) -> float:
+    """The binomial standard error of `domain_score`: sqrt(sum_L p_L (1 - p_L) / n) / (number of L)."""
+    by_len = table["acc"][adapter][domain]
+    ps = [by_len[L] for L in (lengths or by_len)]
+    return (sum(p * (1 - p) / table["n"] for p in ps)) ** 0.5 / len(ps)

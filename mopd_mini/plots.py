@@ -4,6 +4,9 @@
     cross_table(table)               each model (row) on each domain (column): who is good at what
     curves(runs, ["kl/binding"])     training curves, several runs and metrics overlaid
     token_heatmap(trace, "kl")       a completion's sampled tokens coloured by a per-token value
+    method_bars, score_vs_cost       notebook 05: normalised score by method; score against cost (log x)
+    forgetting, sample_efficiency    Cascade RL forgetting curve; MOPD vs Mix-RL by prompts seen
+    merge_sweep                      Param-Merge: normalised score against the merge weights
     save(fig, "name")                PNG under figures/ (or any folder)
 
 Inputs are the plain dicts the library returns (evaluate tables, Run.metrics, Run.trace); these
@@ -152,3 +155,165 @@ def gradient_bars(grads: dict, student_logits, teacher_logits, title: str = ""):
     b.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# notebook 05: the baselines
+# ---------------------------------------------------------------------------------------------
+
+
+def method_bars(scores: dict, title: str = "Normalised score by method (0 = base, 1 = the domain's teacher)",
+                paper: dict | None = None, domains=("binding", "recall", "mean")):
+    """Grouped bars: one group per method, one bar per domain (and the mean), error bars.
+    scores: {method: {domain: (value, error)}}; `paper`: {method: the paper's figure} drawn as a
+    black tick on the mean bar."""
+    methods = list(scores)
+    width = 0.8 / len(domains)
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(methods) + 2), 3.8))
+    x = np.arange(len(methods))
+    for j, d in enumerate(domains):
+        vals = [scores[m].get(d, (np.nan, 0))[0] for m in methods]
+        errs = [scores[m].get(d, (np.nan, 0))[1] for m in methods]
+        ax.bar(x - 0.4 + width * (j + 0.5), vals, width, yerr=errs, capsize=2, label=d,
+               color=COLORS.get(f"teacher_{d}", "#2ca02c" if d == "mean" else None))
+    for i, m in enumerate(methods):
+        if paper and paper.get(m) is not None:
+            xm = i - 0.4 + width * (len(domains) - 0.5)
+            ax.plot([xm - width / 2, xm + width / 2], [paper[m]] * 2, color="black", lw=2,
+                    label="the paper (mean)" if i == next(k for k, mm in enumerate(methods) if paper.get(mm) is not None) else None)
+    ax.axhline(0, color="black", lw=0.6)
+    ax.axhline(1, color="black", lw=0.6, ls="--")
+    ax.set(xticks=x, ylabel="normalised score", title=title)
+    ax.set_xticklabels(methods, rotation=30, ha="right")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8, ncol=4)
+    fig.tight_layout()
+    return fig
+
+
+def score_vs_cost(panels: dict, xlabel: str = "FLOPs (estimate, log scale)",
+                  title: str = "Score against cost: what each method buys per unit of compute"):
+    """One panel per cost view, one labelled point per method: x = cost (log axis), y = mean
+    normalised score +/- error. panels: {panel title: {method: (cost, score, error)}}; a method
+    of cost 0 (a merge, in the stage-only view) is drawn at the left edge, marked "no training"."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.2), squeeze=False, sharey=True)
+    for ax, (panel, points) in zip(axes[0], panels.items()):
+        positive = [c for c, _, _ in points.values() if c > 0]
+        floor = min(positive) / 10 if positive else 1.0
+        for i, (m, (c, s, e)) in enumerate(points.items()):
+            xc = c if c > 0 else floor
+            ax.errorbar([xc], [s], yerr=[e], fmt="o", color=_color(m, i), capsize=3)
+            ax.annotate(m + (" (no training)" if c <= 0 else ""), (xc, s), textcoords="offset points",
+                        xytext=(5, 4), fontsize=8)
+        ax.set_xscale("log")
+        ax.axhline(1, color="black", lw=0.6, ls="--")
+        ax.axhline(0, color="black", lw=0.6)
+        ax.set(xlabel=xlabel, title=panel)
+        ax.grid(alpha=0.3, which="both")
+    axes[0][0].set_ylabel("mean normalised score")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def _domain_curve(rows: list[dict], domain: str):
+    """(steps, mean accuracy over the domain's logged lengths) from a run's metrics."""
+    pts = [(r["step"], np.mean([v for k, v in r.items() if k.startswith(f"acc/{domain}/")]))
+           for r in rows if any(k.startswith(f"acc/{domain}/") for k in r)]
+    return tuple(map(np.array, zip(*pts))) if pts else (np.array([]), np.array([]))
+
+
+def forgetting(stages: dict, title: str = "Cascade RL: the first domain during the second stage"):
+    """One panel per cascade order. stages: {label: (second-stage metrics, first domain, second
+    domain, (first-domain accuracy and second-domain accuracy before the stage))}: solid, the
+    first domain (what is forgotten); dashed, the second (what is learned); step 0 is the
+    adapter the stage started from."""
+    fig, axes = plt.subplots(1, len(stages), figsize=(5.2 * len(stages), 3.6), squeeze=False)
+    for ax, (label, (rows, first, second, start)) in zip(axes[0], stages.items()):
+        for d, style, s0 in ((first, "o-", start[0]), (second, "s--", start[1])):
+            steps, acc = _domain_curve(rows, d)
+            ax.plot(np.r_[0, steps], np.r_[s0, acc], style, color=COLORS.get(f"teacher_{d}"),
+                    label=f"{d} ({'first' if d == first else 'second'} stage's domain)")
+        ax.set(title=label, xlabel="step of the second stage", ylabel="greedy accuracy (mean over lengths)",
+               ylim=(0, 1.02))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def sample_efficiency(curves: dict, title: str = "MOPD against Mix-RL at equal prompts per domain",
+                      xlabel: str = "training prompts seen per domain", ylabel: str = "mean normalised score", ax=None):
+    """Mean normalised score against prompts seen per domain. curves: {label: (prompts, scores)}."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.8))
+    fig = ax.figure
+    for i, (label, (x, y)) in enumerate(curves.items()):
+        ax.plot(x, y, "o-", color=plt.get_cmap("tab10")(i % 10), label=label)
+    ax.axhline(1, color="black", lw=0.6, ls="--")
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def merge_sweep(sweep: dict, title: str = "Param-Merge weight sweep",
+                domains=("binding", "recall", "mean")):
+    """Normalised score per domain against the merge weights. sweep: {how: {label: {domain:
+    score}}}, label e.g. "1/1" (w_binding / w_recall); one panel per merge type."""
+    xlabel = "weights  w_binding / w_recall" if all("/" in lab for pts in sweep.values() for lab in pts) else "setting"
+    fig, axes = plt.subplots(1, len(sweep), figsize=(4.6 * len(sweep), 3.6), squeeze=False, sharey=True)
+    for ax, (how, points) in zip(axes[0], sweep.items()):
+        labels = list(points)
+        for d in domains:
+            ax.plot(range(len(labels)), [points[lab][d] for lab in labels], "o-" if d != "mean" else "--",
+                    color=COLORS.get(f"teacher_{d}", "black"), label=d)
+        ax.set(title=how, xticks=range(len(labels)), xlabel=xlabel)
+        ax.set_xticklabels(labels, rotation=30)
+        ax.axhline(0, color="black", lw=0.6)
+        ax.axhline(1, color="black", lw=0.6, ls=":")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("normalised score")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def baselines_view(rep: dict) -> dict:
+    """What the figures need from docs/baselines.json (written by `python -m bench.baselines`):
+    scores {method: {domain: (mean over seeds, std over seeds)}} on the test split (all evaluated
+    lengths); cost panels {stage | pipeline: {method: (mean FLOPs, mean score, std)}}; the val
+    curves averaged over seeds {method: (x, mean normalised)} with x = prompts seen (or the second
+    stage's step for the cascades, per domain); and the merge grid {how: {setting: {domain: score}}}."""
+    def stats(vals):
+        vals = [v for v in vals if v is not None]
+        return (float(np.mean(vals)), float(np.std(vals))) if vals else (float("nan"), 0.0)
+
+    scores, panels = {}, {"the stage alone": {}, "the whole pipeline (teachers included)": {}}
+    for m, per_seed in rep["rows"].items():
+        runs = list(per_seed.values())
+        scores[m] = {d: stats([r["all"][d]["normalised"] for r in runs]) for d in ("binding", "recall")}
+        scores[m]["mean"] = stats([r["all"]["mean"] for r in runs])
+        if m != "merge_best":
+            for panel, part in zip(panels, ("stage", "pipeline")):
+                panels[panel][m] = (float(np.mean([r[part]["flops"] for r in runs])), *scores[m]["mean"])
+    curves, forgetting = {}, {}
+    for m, per_seed in rep.get("curves", {}).items():
+        pts = list(per_seed.values())
+        if m.startswith("cascade_"):
+            for d in ("binding", "recall"):
+                forgetting.setdefault(m, {})[d] = ([p["step"] for p in pts[0]],
+                                                   [float(np.mean([c[j][d] for c in pts])) for j in range(len(pts[0]))])
+        else:
+            curves[m] = ([p["prompts"] for p in pts[0]], [float(np.mean([c[j]["mean"] for c in pts]))
+                                                          for j in range(len(pts[0]))])
+    merges = {}
+    for key, settings in rep.get("grid", {}).items():
+        if key.startswith("merge_"):
+            merges[key[6:]] = {", ".join(f"{k} {s[k]:g}" for k in ("w", "density") if k in s):
+                               {d: s[d] for d in ("binding", "recall", "mean")} for s in settings}
+    return {"scores": scores, "cost_panels": panels, "curves": curves, "forgetting": forgetting, "merges": merges}
