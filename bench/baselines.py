@@ -408,6 +408,22 @@ def fmt_int(x: float) -> str:
     return f"{x:,.0f}"
 
 
+def unfinished(rep: dict) -> list[str]:
+    """A warning line when the command asked for seeds that did not finish (a run stopped early)."""
+    words = rep["command"].split()
+    asked = []
+    if "--seeds" in words:
+        for w in words[words.index("--seeds") + 1:]:
+            if not w.lstrip("-").isdigit() or w.startswith("--"):
+                break
+            asked.append(int(w))
+    missing = [x for x in asked if x not in rep["protocol"]["seeds_done"]]
+    if not missing:
+        return []
+    return [f"**The run was stopped before seed(s) {missing} finished** (the shared CPU's time ran out); every "
+            f"number below is from seeds {rep['protocol']['seeds_done']} only. The same command resumes it.", ""]
+
+
 def markdown(rep: dict) -> str:
     P = rep["protocol"]
     seeds = P["seeds_done"]
@@ -416,6 +432,7 @@ def markdown(rep: dict) -> str:
            "```bash", rep["command"], "```", "",
            f"Machine: {machine_line(rep['machine'])}. Finished {rep['date']} after {rep['elapsed_s'] / 60:.0f} min "
            f"(runs already in runs/baselines/ are reloaded, not retrained). Seeds finished: {seeds}.", "",
+           *unfinished(rep),
            "## Protocol", "",
            f"* **Teachers**: one per domain, seed 0, shared by every method and seed: "
            + ", ".join(f"{d} {t['steps']} GRPO steps at lr {t['lr']:g}" for d, t in P["teacher"].items())
