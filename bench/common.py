@@ -254,7 +254,7 @@ class Steps:
         self.bank, self.cfg, self.examples = bank, cfg, examples
         bank.set_checkpointing(cfg.gradient_checkpointing)  # as train_student does
         self.params = list(bank.parameters(cfg.student).values())
-        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=0.0)
+        self.optimizer = adamw(self.params, cfg.lr)
         self.snapshot = bank.state(cfg.student)
         self.phases = phases  # {phase: [seconds]}, filled when given
         self.sft_batch = self._sft_batch()
@@ -343,7 +343,7 @@ printed beside them for scale only. Each section names the machine it ran on and
 that made it.
 """
 
-SECTIONS = ["summary", "step", "routing", "loss_memory", "speedups", "stages", "real_size", "gpu"]
+SECTIONS = ["summary", "step", "peers", "routing", "loss_memory", "speedups", "stages", "real_size", "gpu"]
 _FIG = re.compile(r"<!-- figures (\{.*?\}) -->", re.S)
 
 
@@ -369,11 +369,20 @@ def write_section(key: str, body: str, figures: dict | None = None, doc: Path | 
     return doc
 
 
+def kept_on_reset(key: str) -> bool:
+    """Sections no script of run_all rewrites: before/after records of past changes (bench.compare_commits
+    writes change_*; `speedups` is the record of the first speed changes, measured with a copy of the
+    old code that has since been removed)."""
+    return key == "speedups" or key.startswith("change_")
+
+
 def reset_doc(doc: Path | None = None) -> None:
-    """Start docs/benchmarks.md afresh (run_all does this before running every benchmark)."""
+    """Start docs/benchmarks.md afresh (run_all does this before running every benchmark), keeping
+    the before/after records (`kept_on_reset`)."""
     doc = doc or DOC
     doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(HEADER)
+    kept = {k: v for k, v in _blocks(doc.read_text()).items() if kept_on_reset(k)} if doc.exists() else {}
+    doc.write_text(HEADER + "".join(f"\n{v}\n" for v in kept.values()))
 
 
 def _summary(blocks: dict[str, str]) -> str:

@@ -35,7 +35,7 @@ from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy_by_length
 from .losses import masked_mean, pg_loss, reverse_kl, topk_reverse_kl
 from .rollout import Rollout, completion_logits, sample, token_logprobs
-from .runs import Run, check_loop, guarded_step, preset
+from .runs import Run, adamw, check_loop, guarded_step, preset
 
 LOSSES = ("pg", "topk", "kl")
 
@@ -207,7 +207,7 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
     bank.start(cfg.student, cfg.init_from, seed=cfg.seed)
     bank.set_checkpointing(cfg.gradient_checkpointing)
     params = list(bank.parameters(cfg.student).values())
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    optimizer = adamw(params, cfg.lr)
     generator = torch.Generator().manual_seed(cfg.seed)
     run = Run.open(cfg.experiment, cfg.student, cfg)
     start = run.resume(bank, cfg.student, optimizer, generator)

@@ -35,7 +35,7 @@ from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy_by_length
 from .losses import group_advantages, policy_gradient_loss
 from .rollout import completion_logits, sample, token_logprobs
-from .runs import Run, check_loop, guarded_step, preset
+from .runs import Run, adamw, check_loop, guarded_step, preset
 
 
 @dataclass
@@ -127,7 +127,7 @@ def train_teacher(bank: AdapterBank, cfg: GRPOConfig) -> Run:
     bank.start(cfg.adapter, cfg.init_from, seed=cfg.seed)
     bank.set_checkpointing(cfg.gradient_checkpointing)
     params = list(bank.parameters(cfg.adapter).values())
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    optimizer = adamw(params, cfg.lr)
     generator = torch.Generator().manual_seed(cfg.seed)
     run = Run.open(cfg.experiment, cfg.adapter, cfg)
     start = run.resume(bank, cfg.adapter, optimizer, generator)

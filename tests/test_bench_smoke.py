@@ -10,7 +10,6 @@ SCRIPTS = {  # module: arguments of its smallest run
     "step_vs_sft": ["--quick"],
     "routing": ["--quick"],
     "loss_memory": ["--quick"],
-    "speedups": ["--quick"],
     "course_stages": ["--quick"],
     "gpu_h200": ["--dry-run", "--no-write"],
     "real_size_cpu": ["--quick"],
