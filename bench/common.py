@@ -249,7 +249,7 @@ class Steps:
     """
 
     def __init__(self, bank, cfg, examples: list, phases: dict | None = None):
-        from mopd_mini.runs import guarded_step  # noqa: F401  (import errors surface here)
+        from mopd_mini.runs import adamw, guarded_step  # noqa: F401  (import errors surface here)
 
         self.bank, self.cfg, self.examples = bank, cfg, examples
         bank.set_checkpointing(cfg.gradient_checkpointing)  # as train_student does

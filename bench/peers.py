@@ -395,8 +395,8 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
     lines += ["", f"**The same objective.** On one rollout ({a['tokens']} completion tokens, mean reverse KL "
               f"{a['mean_kl']:.4f}), TRL's divergence kernel at beta = 1 and `losses.reverse_kl` agree per token to "
               f"{a['max_abs_diff']:.1e} (fp32).", ""]
-    one = res["one"][max(res["one"])]
-    if one["lib_kl"] and one["trl_kl"]:
+    one = res["one"][max(res["one"])] if res["one"] else {}
+    if one.get("lib_kl") and one.get("trl_kl"):
         n = min(len(one["lib_kl"]), len(one["trl_kl"]))
         head = min(3, n)
         lines += [f"**Learning, side by side** (the last repetition at batch {max(res['one'])}; the mean reverse KL "
@@ -445,6 +445,7 @@ def main(argv=None, write: bool = True):
     p.add_argument("--memory-prompts", type=int, default=2, help="prompts per domain in the memory step")
     p.add_argument("--no-memory", action="store_true", help="skip the Qwen3-size memory figure")
     p.add_argument("--no-two", action="store_true", help="skip the two-teacher comparison")
+    p.add_argument("--no-steps", action="store_true", help="the memory figure only (no TRL step comparison)")
     p.add_argument("--quick", action="store_true", help="tiny settings (smoke test): batch 2, 3 steps, 1 rep, "
                    "no memory figure")
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
@@ -463,16 +464,17 @@ def main(argv=None, write: bool = True):
     if args.quick:
         args.reps, args.steps, args.batches, args.no_memory = 1, 3, [2], True
     res = {"load_start": load_avg(), "one": {}}
+    if not args.no_memory:  # first: its subprocesses need the most memory, best before this one holds models
+        res["memory"] = memory(args.memory_prompts, args.quick)
     bank = make_bank("tiny")
     with tempfile.TemporaryDirectory(prefix="mopd-peers-") as tmp:
         res["agreement"] = kl_agreement(bank)
         print(f"per-token KL, TRL vs reverse_kl: max abs diff {res['agreement']['max_abs_diff']:.1e}", flush=True)
-        for batch in args.batches:
+        for batch in [] if args.no_steps else args.batches:
             res["one"][batch] = compare_one_teacher(bank, batch, args.steps, args.reps, tmp)
-        if not args.no_two:
+        if not (args.no_two or args.no_steps):
             res["two"] = compare_two_teachers(bank, 2 if args.quick else 8, args.steps, args.reps, tmp)
-    if not args.no_memory:
-        res["memory"] = memory(args.memory_prompts, args.quick)
+    print(json.dumps(res, default=str), file=sys.stderr)  # everything measured, for the record
     body, figures = report(res, args, argv)
     print_and_write("peers", body, figures, write and not args.no_write and not args.quick)
     return res

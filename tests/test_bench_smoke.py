@@ -13,11 +13,14 @@ SCRIPTS = {  # module: arguments of its smallest run
     "course_stages": ["--quick"],
     "gpu_h200": ["--dry-run", "--no-write"],
     "real_size_cpu": ["--quick"],
+    "peers": ["--quick"],  # needs trl (the bench extra): skipped without it
 }
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_bench_script_runs(name, monkeypatch, tmp_path):
+    if name == "peers":
+        pytest.importorskip("trl", reason="bench.peers compares against TRL: pip install -e '.[bench]'")
     monkeypatch.delenv("MOPD_FAST", raising=False)      # course_stages refuses the CI mode in full runs only
     module = importlib.import_module(f"bench.{name}")
     common = importlib.import_module("bench.common")
@@ -43,3 +46,23 @@ def test_sections_are_rewritten_in_place(tmp_path):
     assert "new" in text and "old" not in text and text.count("<!-- begin:step -->") == 1
     assert "| a figure | <= 2x | 1.9x | met |" in text and "| b figure | <= 1.1x | 1.0x | met |" in text
     assert text.index("begin:summary") < text.index("begin:step") < text.index("begin:routing")
+
+
+def test_compare_commits_runs_a_command_on_both_trees(capsys):
+    """The helper checks out a commit in a worktree, runs the command there and here, pulls the figure
+    out of each output and removes the worktree afterwards."""
+    import subprocess
+    import sys
+
+    compare_commits = importlib.import_module("bench.compare_commits")
+    root = compare_commits.ROOT
+    code = "import mopd_mini, pathlib; print('root=', pathlib.Path(mopd_mini.__file__).parents[1]); print('x=2.5')"
+    res = compare_commits.main(["--base", "HEAD", "--repeats", "1", "--metric", "x=x=([0-9.]+)", "--",
+                                sys.executable, "-c", code])
+    assert res["base"]["x"] == res["head"]["x"] == [2.5]
+    assert "| x | 2.5 | 2.5 | 1.000x |" in capsys.readouterr().out
+    worktrees = subprocess.run(["git", "worktree", "list"], cwd=root, capture_output=True, text=True).stdout
+    assert "mopd-compare-" not in worktrees
+    with pytest.raises(ValueError, match="matched nothing"):
+        compare_commits.main(["--base", "HEAD", "--repeats", "1", "--metric", "y=y=([0-9.]+)", "--",
+                              sys.executable, "-c", "print('x=1')"])
