@@ -12,9 +12,11 @@ other. This file is our own implementation, written from the task description.
 
 Two properties hold by construction:
 - determinism: an example is a pure function of (task, knobs, split, length, index, seed);
-- disjoint splits: every candidate example is assigned to train or test by a hash of its TEXT,
-  and a generator keeps drawing candidates until one lands in the requested split, so no prompt
-  can ever be in both splits (for any seeds, indices or call order).
+- disjoint splits: every candidate example is assigned to train, val or test by a hash of its
+  TEXT, and a generator keeps drawing candidates until one lands in the requested split, so no
+  prompt can ever be in two splits (for any seeds, indices or call order). The hash h in [0, 1)
+  decides: h < 0.1 test, 0.1 <= h < 0.2 val (for choosing hyperparameters), else train. Val was
+  carved out of what used to be test (h < 0.2), so the train split is unchanged.
 
 Pure standard library: this package knows nothing of models or tokenizers.
 """
@@ -27,7 +29,7 @@ import random
 from dataclasses import dataclass, field
 
 TASKS = ("binding", "recall")
-SPLITS = ("train", "test")
+SPLITS = ("train", "val", "test")
 ANSWER_STYLES = ("short", "trace")
 
 # The original experiment's settings (FactWorld's MOPD run on Qwen3-1.7B).
@@ -44,7 +46,8 @@ KNOB_HELP = {
 }
 # Every word the templates below write besides entities (g*, o*, v*, s*) and punctuation.
 FUNCTION_WORDS = ("gives", "to", "who", "is", "the", "final", "holder", "of", "what", "a0", "'s")
-TEST_FRACTION = 0.2  # share of the text space that belongs to the test split
+TEST_FRACTION = 0.1  # share of the text space that belongs to the test split (h < 0.1)
+VAL_FRACTION = 0.1  # share that belongs to the validation split (0.1 <= h < 0.2)
 MAX_DRAWS = 10_000  # candidates tried before a split is declared empty for these knobs
 
 
@@ -152,9 +155,12 @@ def resolve_knobs(task: str, length: int, **knobs) -> dict:
 
 
 def split_of(prompt: str) -> str:
-    """The split a prompt belongs to, from a hash of its text alone."""
-    h = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big")
-    return "test" if h / 2**64 < TEST_FRACTION else "train"
+    """The split a prompt belongs to, from a hash of its text alone: with h = the first 8 bytes of
+    its sha256 as a number in [0, 1), "test" if h < 0.1, "val" if 0.1 <= h < 0.2, else "train"."""
+    h = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big") / 2**64
+    if h < TEST_FRACTION:
+        return "test"
+    return "val" if h < TEST_FRACTION + VAL_FRACTION else "train"
 
 
 def _rng(task, knobs, split, length, index, seed, draw) -> random.Random:

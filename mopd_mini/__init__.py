@@ -11,6 +11,7 @@ teacher, minimising the per-token reverse KL. The tree reads as the pipeline:
     losses              pg_loss, topk_reverse_kl, reverse_kl        (pure tensor functions)
     grpo, distill       stage 2 (teachers) and stage 3 (MOPD)       train_teacher, train_student
     evaluate            accuracy, floors, the normalised score      evaluate, normalised_scores
+    offline, cost       RFT / soft-label baselines; what runs cost  train_offline, collect, cost
 """
 
 import warnings
@@ -27,7 +28,10 @@ from .evaluate import evaluate, format_scores, format_table, normalised_scores  
 from .grpo import GRPOConfig, train_teacher  # noqa: E402
 from .models import QWEN3_ID, QWEN3_RANDOM, TINY, load_base  # noqa: E402
 from .rollout import generate_answers, sample  # noqa: E402
+from . import cost  # noqa: E402
+from .offline import OfflineConfig, collect, train_offline  # noqa: E402
 
 __all__ = ["load_base", "generate_answers", "sample", "AdapterBank", "LoraSettings", "BASE", "GRPOConfig",
            "train_teacher", "MOPDConfig", "train_student", "evaluate", "normalised_scores", "format_table",
            "format_scores", "Domain", "DOMAINS", "get_domains", "losses", "TINY", "QWEN3_ID", "QWEN3_RANDOM"]
+__all__ += ["OfflineConfig", "collect", "train_offline", "cost"]

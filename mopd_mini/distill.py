@@ -24,11 +24,13 @@ because FactWorld completions are a few tokens long.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
 
+from . import cost
 from . import teachers as routing
 from .adapters import AdapterBank
 from .domains import get_domains
@@ -72,6 +74,8 @@ class MOPDConfig:
     """greedy accuracy on test prompts every this many steps (0: never)"""
     eval_n: int = 64
     """test prompts per domain and evaluated length"""
+    eval_split: str = "test"
+    """which split the periodic evaluations use: "test", or "val" when choosing hyperparameters"""
     track_steps: tuple[int, ...] = (1, 10, 25, 50, 100, 200, 300)
     """steps at which per-token tensors of the tracked prompts are recorded (before that step's update)"""
     track_prompts: int = 4
@@ -219,6 +223,7 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
             if step in cfg.track_steps:
                 run.trace += track(bank, cfg, tracked, step)
             # --- 1. sample: one completion per prompt, from the student, every domain --------
+            started = time.perf_counter()
             examples = [ex for d in domains.values()
                         for ex in d.train_examples(step, cfg.prompts_per_domain, cfg.seed)]
             rollout = sample(model, bank.tokenizer, examples, temperature=cfg.temperature,
@@ -231,12 +236,15 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
             model.eval()
             loss, info = mopd_objective(cfg, student_logits, rollout, teacher)
             # --- 5. update the student only -----------------------------------------------------
-            row = {"step": step, "loss": loss.item(), **guarded_step(loss, params, optimizer, cfg.grad_clip)}
+            row = {"step": step, "loss": loss.item(), **guarded_step(loss, params, optimizer, cfg.grad_clip),
+                   **cost.sampled(rollout), "cost/teacher_prefill_tokens": cost.forward_tokens(rollout),
+                   **cost.trained(rollout)}
             # --- 6. log per domain, evaluate, checkpoint ---------------------------------------
             row.update(domain_metrics(info, rollout, rollout.rewards(bank.tokenizer)))
             row["kl"] = masked_mean(info["kl"], rollout.completion_mask).item()
+            run.seconds += time.perf_counter() - started  # wall time, kept out of the (deterministic) metrics
             if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
-                row.update(accuracy_by_length(model, bank.tokenizer, domains, cfg.eval_n))
+                row.update(accuracy_by_length(model, bank.tokenizer, domains, cfg.eval_n, cfg.eval_split))
             run.log(row)
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 run.save(step, bank, cfg.student, optimizer, generator)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import factworld
 
+EVAL_SPLITS = ("test", "val")
+
 
 @dataclass(frozen=True)
 class Domain:
@@ -45,6 +47,17 @@ class Domain:
 
     def test_examples(self, length: int, n: int, seed: int = 0) -> list:
         return factworld.generate(self.name, "test", n=n, length=length, seed=seed, **self.knobs)
+
+    def val_examples(self, length: int, n: int, seed: int = 0) -> list:
+        """Validation prompts: disjoint from train and test, for choosing hyperparameters."""
+        return factworld.generate(self.name, "val", n=n, length=length, seed=seed, **self.knobs)
+
+    def examples(self, split: str, length: int, n: int, seed: int = 0) -> list:
+        """Evaluation prompts of one split ("test" or "val")."""
+        if split not in EVAL_SPLITS:
+            raise ValueError(f"unknown evaluation split {split!r}; valid: {EVAL_SPLITS} (train prompts "
+                             "come from train_examples)")
+        return factworld.generate(self.name, split, n=n, length=length, seed=seed, **self.knobs)
 
 
 DOMAINS = {

@@ -7,7 +7,8 @@ paper's normalised score.
 
 Every model is evaluated by the same function on the same test examples: `base` is the bank
 with adapters disabled, every other name is an adapter. Accuracy is FactWorld's relaxed match
-of the greedy answer (at most 8 new tokens), on the test split.
+of the greedy answer (at most 8 new tokens), on the test split (`split="val"`: the validation
+split, for choosing hyperparameters without touching test).
 
 Normalised score, per domain d (the paper's Table 2):
     s_d = (score(model, d) - score(base, d)) / (score(teacher_d, d) - score(base, d))
@@ -23,7 +24,7 @@ from statistics import fmean
 import factworld
 
 from .adapters import AdapterBank
-from .domains import Domain, get_domains
+from .domains import EVAL_SPLITS, Domain, get_domains
 from .rollout import generate_answers
 
 TEACHER_OF = "teacher_{}"  # the adapter name of domain d's teacher
@@ -35,19 +36,24 @@ def accuracy(model, tokenizer, examples, max_new_tokens: int = 8) -> float:
     return fmean(factworld.score(a, e.answer) for a, e in zip(answers, examples))
 
 
-def accuracy_by_length(model, tokenizer, domains: dict[str, Domain], n: int) -> dict[str, float]:
-    """{"acc/<domain>/L<length>": greedy accuracy} at every evaluation length: the trainers' log."""
-    return {f"acc/{name}/L{L}": accuracy(model, tokenizer, d.test_examples(L, n))
+def accuracy_by_length(model, tokenizer, domains: dict[str, Domain], n: int, split: str = "test") -> dict[str, float]:
+    """{"acc/<domain>/L<length>": greedy accuracy} at every evaluation length: the trainers' log
+    (on the test split; `split="val"` logs the validation split, keys unchanged)."""
+    return {f"acc/{name}/L{L}": accuracy(model, tokenizer, d.examples(split, L, n))
             for name, d in domains.items() for L in d.eval_lengths}
 
 
 def evaluate(bank: AdapterBank, adapters: list[str], domains: dict[str, Domain] | None = None,
-             n: int = 200, seed: int = 0, lengths: dict[str, tuple] | None = None) -> dict:
-    """{"acc": {adapter: {domain: {length: accuracy}}}, "floor": {length: E[1/w]}, "n": n}."""
+             n: int = 200, seed: int = 0, lengths: dict[str, tuple] | None = None,
+             split: str = "test") -> dict:
+    """{"acc": {adapter: {domain: {length: accuracy}}}, "floor": {length: E[1/w]}, "n": n, "split": split}.
+    `split`: "test" (the reported numbers) or "val" (choosing hyperparameters)."""
     if n < 1:
         raise ValueError(f"n (test prompts per domain and length) must be >= 1, got {n}")
+    if split not in EVAL_SPLITS:
+        raise ValueError(f"unknown split {split!r}; evaluate on one of {EVAL_SPLITS}")
     domains = domains or get_domains()
-    tests = {d: {L: dom.test_examples(L, n, seed) for L in (lengths or {}).get(d, dom.eval_lengths)}
+    tests = {d: {L: dom.examples(split, L, n, seed) for L in (lengths or {}).get(d, dom.eval_lengths)}
              for d, dom in domains.items()}
     acc = {}
     for name in adapters:
@@ -55,7 +61,7 @@ def evaluate(bank: AdapterBank, adapters: list[str], domains: dict[str, Domain] 
             acc[name] = {d: {L: accuracy(model, bank.tokenizer, exs) for L, exs in by_len.items()}
                          for d, by_len in tests.items()}
     floors = {L: factworld.floor(exs) for L, exs in tests.get("binding", {}).items()}
-    return {"acc": acc, "floor": floors, "n": n}
+    return {"acc": acc, "floor": floors, "n": n, "split": split}
 
 
 def domain_score(table: dict, adapter: str, domain: str, lengths=None) -> float:

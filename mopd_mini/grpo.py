@@ -25,11 +25,13 @@ is no PPO clip and no reference-model KL term.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
 
+from . import cost
 from .adapters import AdapterBank
 from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy_by_length
@@ -62,6 +64,8 @@ class GRPOConfig:
     """greedy accuracy on held-out test prompts every this many steps (0: never)"""
     eval_n: int = 64
     """test prompts per evaluated length"""
+    eval_split: str = "test"
+    """which split the periodic evaluations use: "test", or "val" when choosing hyperparameters"""
     seed: int = 0
     """seeds the adapter's init, the prompts and the sampling"""
     experiment: str | None = "course"
@@ -136,13 +140,15 @@ def train_teacher(bank: AdapterBank, cfg: GRPOConfig) -> Run:
         for step in tqdm(range(start, cfg.steps + 1), desc=cfg.adapter, disable=not cfg.progress,
                          initial=start - 1, total=cfg.steps):
             # --- sample: G completions for each of P prompts of every domain, from the adapter -----
+            started = time.perf_counter()
             prompts = [ex for d in domains.values() for ex in d.train_examples(step, P, cfg.seed)]  # D*P
             rollout = sample(model, bank.tokenizer, [ex for ex in prompts for _ in range(G)],
                              temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, generator=generator)
             # --- reward (each prompt's own domain) and group-normalised advantage ----------------
             rewards = rollout.rewards(bank.tokenizer).view(D * P, G)      # (D*P, G) in {0, 1}
             advantages, keep = group_advantages(rewards)                  # (D*P, G), (D*P,)
-            row = {"step": step, "reward": rewards.mean().item(), "groups_kept": keep.float().mean().item()}
+            row = {"step": step, "reward": rewards.mean().item(), "groups_kept": keep.float().mean().item(),
+                   **cost.sampled(rollout)}
             if D > 1:                                                     # Mix-RL: per domain too
                 for i, d in enumerate(domains):
                     row[f"reward/{d}"] = rewards[i * P:(i + 1) * P].mean().item()
@@ -154,9 +160,11 @@ def train_teacher(bank: AdapterBank, cfg: GRPOConfig) -> Run:
                 model.eval()
                 loss, _ = policy_gradient_loss(logprobs, advantages.view(-1), mask)
                 row.update(loss=loss.item(), **guarded_step(loss, params, optimizer, cfg.grad_clip))
+                row.update({**cost.trained(rollout), "cost/loss_tokens": int(mask.sum())})  # forward over all rows
+            run.seconds += time.perf_counter() - started  # wall time, kept out of the (deterministic) metrics
             # --- evaluate, log, checkpoint ------------------------------------------------------
             if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
-                row.update(accuracy_by_length(model, bank.tokenizer, evaluated, cfg.eval_n))
+                row.update(accuracy_by_length(model, bank.tokenizer, evaluated, cfg.eval_n, cfg.eval_split))
             run.log(row)
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 run.save(step, bank, cfg.adapter, optimizer, generator)

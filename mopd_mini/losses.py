@@ -15,6 +15,12 @@ The three ways to pull the student toward its teacher on the student's own sampl
   reverse_kl       the exact full-vocabulary reverse KL: the quantity the other two estimate.
                    Chunked, so it never holds several (B, T, V) fp32 tensors at once.
 
+and the two OFFLINE losses, on trajectories the teachers sampled (the critique's baselines):
+
+  sft_loss         cross-entropy of the given tokens (RFT: SFT on correct teacher samples).
+  soft_label_kl    the forward KL(p_T || p_S) over the full vocabulary at every position
+                   (soft-label distillation). Chunked like reverse_kl.
+
 plus `policy_gradient_loss` (the REINFORCE surrogate that MOPD-PG and GRPO share),
 `group_advantages` (GRPO's group-normalised reward, used to train the teachers), and
 `log_softmax_at` (log-probs of a few tokens per position without a (B, T, V) log-softmax: what
@@ -307,6 +313,81 @@ def reverse_kl(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
     rows = mask.reshape(B * T).nonzero().squeeze(1)          # (R,) flat positions of completion tokens
     kl = _ChunkedReverseKL.apply(student_logits.reshape(B * T, V), teacher_logits.reshape(B * T, V),
                                  rows, chunk_size).view(B, T)  # (B, T) KL_t
+    return masked_mean(kl, mask), {"kl": kl.detach()}
+
+
+def sft_loss(logits: Tensor, ids: Tensor, mask: Tensor) -> tuple[Tensor, Info]:
+    """Cross-entropy of the given tokens (supervised fine-tuning), with the course's aggregation.
+
+        nll_t = - log p(y_t | x, y_<t) = - (z_{y_t} - log sum_v exp z_v),    L_SFT = masked_mean(nll)
+
+    logits: (B, T, V) at the positions that predict ids, any float dtype; ids: (B, T) long, the
+    target tokens (in RFT: a teacher's correct completion); mask: (B, T). The log-softmax works
+    a chunk of rows at a time (log_softmax_at): no (B, T, V) fp32 copy. info: `nll` (B, T).
+    """
+    _check_logits(logits=logits)
+    _check_shapes("pass (B, T) target ids and mask for (B, T, V) logits", leading_dims=2,
+                  logits=logits, ids=ids, mask=mask)
+    nll = -log_softmax_at(logits, ids[..., None])[..., 0]     # (B, T) -log p(y_t)
+    return masked_mean(nll, mask), {"nll": nll.detach()}
+
+
+def _forward_kl_rows(z_S: Tensor, z_T: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """For a chunk of logit rows (n, V): p_S, p_T (n, V) and KL(p_T || p_S) (n,), in fp32."""
+    log_p_S = torch.log_softmax(_upcast(z_S), dim=-1)               # (n, V)
+    log_p_T = torch.log_softmax(_upcast(z_T), dim=-1)               # (n, V)
+    p_T = log_p_T.exp()                                             # (n, V)
+    kl = torch.where(p_T > 0, p_T * (log_p_T - log_p_S), 0.0).sum(dim=-1)  # sum_v p_T log(p_T / p_S)
+    return log_p_S.exp(), p_T, kl
+
+
+class _ChunkedForwardKL(torch.autograd.Function):
+    """Per-row KL(p_T || p_S) over (N, V) logits, a chunk of rows at a time, forward and backward
+    (dKL_t / dz_S(v) = p_S(v) - p_T(v)): one chunk of fp32 (n, V) temporaries alive at a time."""
+
+    @staticmethod
+    def forward(ctx, z_S: Tensor, z_T: Tensor, rows: Tensor, chunk_size: int) -> Tensor:
+        ctx.save_for_backward(z_S, z_T, rows)
+        ctx.chunk_size = chunk_size
+        kl = torch.zeros(len(z_S), dtype=_compute_dtype(z_S), device=z_S.device)   # (N,)
+        for idx in rows.split(chunk_size):
+            kl[idx] = _forward_kl_rows(z_S[idx], z_T[idx])[-1]
+        return kl
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_kl: Tensor) -> tuple[Tensor, None, None, None]:
+        z_S, z_T, rows = ctx.saved_tensors
+        grad = torch.zeros_like(z_S)
+        for idx in rows.split(ctx.chunk_size):
+            p_S, p_T, _ = _forward_kl_rows(z_S[idx], z_T[idx])
+            grad[idx] = ((p_S - p_T) * grad_kl[idx, None]).to(grad.dtype)
+        return grad, None, None, None               # the teacher's logits are constants
+
+
+def soft_label_kl(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
+                  chunk_size: int | None = None) -> tuple[Tensor, Info]:
+    """Soft-label distillation: the FORWARD KL from the teacher's full distribution, per position.
+
+        KL_t = sum_v p_T(v) (log p_T(v) - log p_S(v)),     L_soft = masked_mean(KL)
+
+    (= the cross-entropy of the student under the teacher's soft labels, minus the teacher's
+    entropy, a constant). Unlike reverse_kl this is mass-covering: the student is pulled to put
+    probability wherever the teacher does, and the positions are those of TEACHER samples, not
+    the student's own. student_logits, teacher_logits: (B, T, V); mask: (B, T). Chunked in forward
+    and backward like reverse_kl. Gradient flows to student_logits only. info: `kl` (B, T).
+    """
+    _check_logits(student_logits=student_logits, teacher_logits=teacher_logits)
+    _check_shapes("pass student and teacher logits over the same positions and vocabulary",
+                  student_logits=student_logits, teacher_logits=teacher_logits)
+    _check_shapes("pass a (B, T) mask for (B, T, V) logits", leading_dims=2,
+                  student_logits=student_logits, mask=mask)
+    B, T, V = student_logits.shape
+    if chunk_size is None:
+        chunk_size = max(1, _CHUNK_ELEMENTS // V)
+    rows = mask.reshape(B * T).nonzero().squeeze(1)
+    kl = _ChunkedForwardKL.apply(student_logits.reshape(B * T, V), teacher_logits.reshape(B * T, V).detach(),
+                                 rows, chunk_size).view(B, T)
     return masked_mean(kl, mask), {"kl": kl.detach()}
 
 

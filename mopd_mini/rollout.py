@@ -182,6 +182,27 @@ def sample(model, tokenizer, examples: list, *, temperature: float = 1.0, greedy
                    list(examples), torch.stack(logps, 1) * completion_mask, done)
 
 
+def pack(model, tokenizer, examples: list, completions: list[list[int]]) -> Rollout:
+    """A rollout of GIVEN completions (token ids, up to and including EOS), laid out exactly as
+    `sample` lays out its own: prompts left-padded to width P, then C completion columns padded
+    after each row's end. What the offline trainer feeds its student (teacher-forced)."""
+    if len(examples) != len(completions):
+        raise ValueError(f"{len(examples)} examples but {len(completions)} completions: give one each")
+    if not all(completions):
+        raise ValueError("an empty completion has nothing to train on; drop it first")
+    C = max(map(len, completions))
+    prompt_ids, prompt_mask = encode_prompts(model, tokenizer, [e.prompt for e in examples], C)
+    pad = tokenizer.pad_token_id
+    ids = torch.tensor([c + [pad] * (C - len(c)) for c in completions])                  # (B, C)
+    completion_mask = torch.tensor([[1.0] * len(c) + [0.0] * (C - len(c)) for c in completions])
+    stop = set(eos_ids(model, tokenizer))
+    ended = torch.tensor([c[-1] in stop for c in completions])
+    device = next(model.parameters()).device
+    return Rollout(torch.cat([prompt_ids, ids], 1).to(device),
+                   torch.cat([prompt_mask, completion_mask.long()], 1).to(device), completion_mask.to(device),
+                   prompt_ids.shape[1], list(examples), torch.zeros_like(completion_mask).to(device), ended)
+
+
 def completion_logits(model, rollout: Rollout, **forward_kwargs) -> Tensor:
     """The model's logits at the positions that predict each completion token: (B, C, V).
 

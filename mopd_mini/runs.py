@@ -60,6 +60,9 @@ class Run:
     config: dict
     metrics: list[dict] = field(default_factory=list)
     trace: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+    """wall time of the training steps so far (no evaluations, no checkpoints); in checkpoint.pt,
+    not in metrics.jsonl, which stays byte-identical between runs of one seed"""
 
     @classmethod
     def open(cls, experiment: str | None, name: str, config) -> "Run":
@@ -79,7 +82,7 @@ class Run:
         state = {"step": step, "config": self.config, "adapter": bank.state(name),
                  "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
                  "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
-                 "metrics": self.metrics, "trace": self.trace}
+                 "metrics": self.metrics, "trace": self.trace, "seconds": self.seconds}
         buffer = io.BytesIO()
         torch.save(state, buffer)
         atomic_write(self.dir / "checkpoint.pt", buffer.getvalue())
@@ -106,6 +109,7 @@ class Run:
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])
         self.metrics, self.trace = state["metrics"], state["trace"]
+        self.seconds = state.get("seconds", 0.0)
         return state["step"] + 1
 
     def write_files(self) -> None:
@@ -167,16 +171,20 @@ def check_loop(cfg) -> None:
     for name in ("steps", "max_new_tokens", "eval_n", "checkpoint_every"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
+    if getattr(cfg, "eval_split", "test") not in ("test", "val"):
+        raise ValueError(f"eval_split must be 'test' or 'val', got {cfg.eval_split!r}")
     if cfg.eval_every < 0:
         raise ValueError(f"eval_every must be >= 0 (0: never evaluate), got {cfg.eval_every}")
 
 
 IGNORED_ON_RESUME = ("steps", "progress", "eval_every", "eval_n", "checkpoint_every", "track_steps", "track_prompts")
+ADDED_FIELDS = {"eval_split": "test"}  # fields newer than some saved runs: their value before they existed
 
 
 def _comparable(config: dict) -> dict:
     """A config minus the fields that do not change the trained weights (how long, how often it
     evaluates or checkpoints, what it shows): a run may be resumed or extended across those."""
+    config = {**ADDED_FIELDS, **config}  # a run saved before a field existed had its default
     return {k: v for k, v in config.items() if k not in IGNORED_ON_RESUME}
 
 

@@ -66,3 +66,25 @@ def test_compare_commits_runs_a_command_on_both_trees(capsys):
     with pytest.raises(ValueError, match="matched nothing"):
         compare_commits.main(["--base", "HEAD", "--repeats", "1", "--metric", "y=y=([0-9.]+)", "--",
                               sys.executable, "-c", "print('x=1')"])
+
+
+def test_baselines_protocol_runs_and_writes_its_page(monkeypatch, tmp_path):
+    """bench.baselines at its quick size (every method, the val grid, two seeds; seconds of
+    training): the page, the JSON and the five figures land where asked; a re-run reloads."""
+    monkeypatch.delenv("MOPD_FAST", raising=False)
+    runs = importlib.import_module("mopd_mini.runs")
+    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "runs")
+    baselines = importlib.import_module("bench.baselines")
+    out = tmp_path / "docs"
+    rep = baselines.main(["--quick", "--quiet", "--seeds", "0", "1", "--out", str(out)])
+    assert set(rep["rows"]) == set(baselines.TRAINED) | {f"merge_{h}" for h in baselines.MERGES} | {"merge_best"}
+    assert all(list(per) == [0, 1] for per in rep["rows"].values())
+    assert all(len(rep["grid"][m]) == len(baselines.QUICK.lrs) for m in baselines.TRAINED)
+    page = (out / "baselines.md").read_text()
+    assert "| MOPD-PG |" in page and "0.937" in page and "MOPD-PG over RFT" in page
+    assert {f.name for f in (out / "figures").iterdir()} == {f"baselines_{k}.png" for k in
+                                                            ("scores", "cost", "forgetting", "efficiency", "merge_sweep")}
+    for per in rep["rows"]["rft"].values():   # RFT's stage cost includes the teachers' sampling
+        assert per["stage"]["cost/generated_tokens"] > 0 and per["stage"]["cost/teacher_prefill_tokens"] == 0
+    again = baselines.main(["--quick", "--quiet", "--seeds", "0", "--no-write"])
+    assert again["rows"]["mopd_pg"][0]["acc"] == rep["rows"]["mopd_pg"][0]["acc"]

@@ -102,7 +102,7 @@ SETTINGS = {
     "binding": {"lengths": (2, 8, 16, 32), "knobs": ({}, BINDING_SMALL, BINDING_LARGE)},
     "recall": {"lengths": (2, 12, 16, 24), "knobs": ({}, RECALL_SMALL, RECALL_LARGE)},
 }
-PER_CELL = 64  # 4 lengths x 2 splits x 2 styles x 3 knob sets x 64 = 3,072 per task
+PER_CELL = 64  # 4 lengths x 3 splits x 2 styles x 3 knob sets x 64 = 4,608 per task
 
 
 @lru_cache(maxsize=None)
@@ -395,7 +395,9 @@ def test_different_seeds_and_indices_differ(task):
 
 def test_pinned_fingerprint():
     """The same key gives the same example forever: a fixed batch hashes to a pinned value.
-    If this fails, every previously generated FactWorld set has silently changed."""
+    If this fails, every previously generated FactWorld set has silently changed. (Re-pinned once,
+    on purpose, when the val split was carved out of the old test region: test prompts changed,
+    train prompts did not; test_train_split_is_unchanged_by_val pins those from before.)"""
     exs = (factworld.generate("binding", "test", n=20, length=16, seed=0)
            + factworld.generate("binding", "train", n=20, length=8, seed=5, answer_style="trace",
                                 **BINDING_SMALL)
@@ -403,12 +405,12 @@ def test_pinned_fingerprint():
            + factworld.generate("recall", "test", n=20, length=24, seed=1))
     blob = "\n".join(f"{e.prompt}|{e.answer}" for e in exs).encode()
     assert hashlib.sha256(blob).hexdigest() == (
-        "dd046ba2135260ffb4c37375b82195fb73e1d0dfc0978bf0d1b375d6fd2bc0af")
+        "57796882358798e4f28f94a483ddff29a57767641bd9d2c81cd89f6975d2e3a7")
     first = factworld.generate("binding", "test", n=1, length=8)[0]
-    assert first.prompt == ("s0 gives o4 to g1. s1 gives o4 to g4. s2 gives o6 to g3. s3 gives o4 to "
-                            "g2. s4 gives o4 to g3. s5 gives o6 to g0. s6 gives o3 to g1. s7 gives "
-                            "o5 to g0. who is the final holder of o4?")
-    assert first.answer == "g3."
+    assert first.prompt == ("s0 gives o4 to g3. s1 gives o5 to g0. s2 gives o4 to g3. s3 gives o1 to "
+                            "g1. s4 gives o3 to g4. s5 gives o3 to g0. s6 gives o4 to g2. s7 gives "
+                            "o3 to g4. who is the final holder of o1?")
+    assert first.answer == "g1."
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,23 +428,34 @@ DISJOINT_CASES = [
 
 @pytest.mark.parametrize("task,length,knobs", DISJOINT_CASES)
 def test_splits_are_disjoint(task, length, knobs):
-    """No prompt is in both splits (several seeds, 1,000 per split each); each example's split is
-    split_of(its prompt). In the tiny spaces repeats within a split show the test has teeth."""
+    """No prompt is in two splits (train, val, test; several seeds, 1,000 per split each); each
+    example's split is split_of(its prompt). In the tiny spaces repeats within a split show the
+    test has teeth."""
     prompts = {}
     for split in factworld.SPLITS:
         exs = [e for seed in range(3)
                for e in factworld.generate(task, split, n=1000, length=length, seed=seed, **knobs)]
         assert all(e.split == split == factworld.split_of(e.prompt) for e in exs)
         prompts[split] = [e.prompt for e in exs]
-    assert not set(prompts["train"]) & set(prompts["test"])
+    for a, b in (("train", "val"), ("train", "test"), ("val", "test")):
+        assert not set(prompts[a]) & set(prompts[b]), (a, b)
     if length <= 3:
-        assert len(set(prompts["train"])) < 200 and len(set(prompts["test"])) < 200
+        assert all(len(set(prompts[s])) < 200 for s in factworld.SPLITS)
+
+
+@pytest.mark.parametrize("task,length,digest", [("binding", 8, "3ca1fc2906ec996e"), ("recall", 12, "4b655e49f277f780")])
+def test_train_split_is_unchanged_by_val(task, length, digest):
+    """Val was carved out of the old test region (h < 0.2), so the train split (and with it every
+    training run and the shipped base) is what the two-split generator made: the digest of 200
+    train prompts is pinned from the version before val existed."""
+    prompts = [e.prompt for e in factworld.generate(task, "train", n=200, length=length, seed=0)]
+    assert hashlib.sha256("|".join(prompts).encode()).hexdigest()[:16] == digest
 
 
 def test_test_fraction_of_random_candidates():
-    """split_of sends about TEST_FRACTION of random prompts (of both tasks) to test."""
+    """split_of sends about TEST_FRACTION of random prompts (of both tasks) to test, VAL_FRACTION to val."""
     rng = random.Random(0)
-    n, n_test = 20000, 0
+    n, n_test, n_val = 20000, 0, 0
     for i in range(n):
         if i % 2:
             body = [f"s{j} gives o{rng.randrange(8)} to g{rng.randrange(5)}." for j in range(16)]
@@ -450,10 +463,12 @@ def test_test_fraction_of_random_candidates():
         else:
             body = [f"g{rng.randrange(64)}'s a0 is v{rng.randrange(128)}." for _ in range(12)]
             prompt = " ".join(body + [f"what is a0 of g{rng.randrange(64)}?"])
-        n_test += factworld.split_of(prompt) == "test"
-    frac = fw_tasks.TEST_FRACTION
-    assert 0 < frac < 0.5
-    assert abs(n_test / n - frac) < 5 * math.sqrt(frac * (1 - frac) / n), n_test / n
+        split = factworld.split_of(prompt)
+        n_test += split == "test"
+        n_val += split == "val"
+    for count, frac in ((n_test, fw_tasks.TEST_FRACTION), (n_val, fw_tasks.VAL_FRACTION)):
+        assert 0 < frac < 0.5
+        assert abs(count / n - frac) < 5 * math.sqrt(frac * (1 - frac) / n), count / n
 
 
 # ---------------------------------------------------------------------------------------------

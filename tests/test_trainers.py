@@ -320,3 +320,24 @@ def test_evaluate_builds_the_table(teacher_bank, tiny):
             assert result["acc"]["teacher_binding"][d][lengths[d][0]] == accuracy(model, tiny[1], examples)
     assert result["floor"] == {8: factworld.floor(tests["binding"])}
     assert "binding floor" in format_table(result)
+
+
+def test_evaluate_on_the_validation_split(teacher_bank, tiny):
+    """split="val" evaluates on Domain.val_examples: prompts disjoint from train and test, so
+    hyperparameters chosen on them never see the test set; an unknown split is refused."""
+    from mopd_mini import DOMAINS
+    lengths = {"binding": (8,), "recall": (12,)}
+    result = evaluate(teacher_bank, ["teacher_binding"], n=4, lengths=lengths, split="val")
+    assert result["split"] == "val"
+    for d, (L,) in lengths.items():
+        val = DOMAINS[d].val_examples(L, 4)
+        assert all(ex.split == "val" for ex in val)
+        test = {ex.prompt for ex in DOMAINS[d].test_examples(L, 200)}
+        train = {ex.prompt for step in range(25) for ex in DOMAINS[d].train_examples(step, 8)}
+        assert not {ex.prompt for ex in val} & (test | train)
+        with teacher_bank.use("teacher_binding") as model:
+            assert result["acc"]["teacher_binding"][d][L] == accuracy(model, tiny[1], val)
+    with pytest.raises(ValueError, match="split"):
+        evaluate(teacher_bank, ["base"], n=2, split="train")
+    with pytest.raises(ValueError, match="eval_split"):
+        train_teacher(teacher_bank, GRPOConfig(eval_split="dev", experiment=None, progress=False))

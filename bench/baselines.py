@@ -1,0 +1,666 @@
+"""Is MOPD worth it? Every baseline of the paper and of its critique, on the same base, tasks and
+budget, tuned the same way on VALIDATION, tested once; with what each costs.
+
+    OMP_NUM_THREADS=1 python -m bench.baselines --seeds 0 1 2     # docs/baselines.md, .json, figures
+    python -m bench.baselines --quick --no-write                  # the smoke test's seconds-long run
+
+The protocol (what docs/baselines.md states beside its numbers):
+  * teachers: one per domain, trained once (seed 0) and shared by every method and seed, with the
+    config bench.teacher_headroom chose on validation (`baseline_teacher_config`; the plain
+    `GRPOConfig.for_model("tiny")` where that module is absent);
+  * every method is a LoRA adapter on the same frozen base with the same LoRA settings, started
+    from the base (B = 0) except Cascade RL's second stage (a copy of the first domain's teacher);
+  * one budget for every trained method: STEPS optimizer steps of 8 prompts per domain (MOPD,
+    Mix-RL, Cascade RL's second stage; RFT and soft labels train on 16 teacher completions a step,
+    from a set of K = 4 samples of 256 prompts per domain);
+  * the same search for every method, on seed 0, scored on the val split: 3 learning rates for
+    each trained method, 3 settings for each merge type; the best mean normalised score on val
+    wins; the chosen seed-0 run is the seed-0 result (its test split read once, at the end);
+  * test: `--n` prompts per domain and length (500), every method once per seed.
+Runs live in runs/baselines/<teacher tag>/ and evaluations in runs/baselines/evals.json, so a
+re-run (or a run killed and started again) reloads whatever finished. The report is rewritten
+after every seed, so a run stopped early leaves the seeds it finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import fmean
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
+
+import mopd_mini as mm  # noqa: E402
+from mopd_mini import cost, plots, runs  # noqa: E402
+from mopd_mini.adapters import BASE, atomic_write  # noqa: E402
+from mopd_mini.evaluate import domain_score  # noqa: E402
+from mopd_mini.merge import merge  # noqa: E402
+from mopd_mini.offline import OfflineConfig, collect, train_offline  # noqa: E402
+
+from .common import command, machine, machine_line  # noqa: E402
+
+try:  # the teachers the headroom study chose on validation (branch i10m)
+    from .teacher_headroom import BASELINE_TEACHER, baseline_teacher_config
+except ImportError:  # pragma: no cover - before that branch is merged
+    BASELINE_TEACHER = None
+
+    def baseline_teacher_config(domain, model="tiny", **overrides):
+        return mm.GRPOConfig.for_model(model, domain=domain, **overrides)
+
+DOCS = Path("docs")
+FIGURES = DOCS / "figures"
+EXPERIMENT = "baselines"
+DOMAINS = ("binding", "recall")
+TRAIN_L = {"binding": (16,), "recall": (16,)}      # evaluated lengths that are also train lengths
+HELD_OUT = {"binding": (24, 32), "recall": (24,)}  # never trained on
+
+# the paper's Table 2 (Qwen3-30B-A3B, three domains), where it has the method
+PAPER = {"mopd_pg": 0.937, "mopd_topk": 0.909, "mixrl": 0.882, "rft": 0.824, "cascade_br": 0.775,
+         "cascade_rb": 0.775, "merge_cat": 0.857, "merge_linear": 0.328}
+PAPER_NAME = {"rft": "off-policy FT", "merge_cat": "task arithmetic", "merge_linear": "linear",
+              "cascade_br": "Cascade RL", "cascade_rb": "Cascade RL"}
+LABEL = {"mopd_pg": "MOPD-PG", "mopd_topk": "MOPD-Top-k", "mopd_kl": "MOPD exact KL", "mixrl": "Mix-RL",
+         "cascade_br": "Cascade binding→recall", "cascade_rb": "Cascade recall→binding",
+         "rft": "RFT (rejection-sampled SFT)", "soft": "soft-label KD (offline)",
+         "merge_linear": "merge linear", "merge_cat": "merge cat (task arithmetic)", "merge_ties": "merge ties",
+         "merge_dare_ties": "merge dare_ties", "merge_best": "best merge (chosen on val)"}
+TRAINED = ("mopd_pg", "mopd_topk", "mopd_kl", "mixrl", "cascade_br", "cascade_rb", "rft", "soft")
+MERGES = ("linear", "cat", "ties", "dare_ties")
+
+
+@dataclass
+class Protocol:
+    """Budgets and grids (FULL for the report, QUICK for the smoke test)."""
+
+    steps: int = 50                       # optimizer steps of every trained method
+    per_domain: int = 8                   # prompts per domain per step (online); offline batch = 2x this
+    lrs: tuple = (1e-3, 3e-3)             # the learning-rate grid of every trained method
+    offline_prompts: int = 100            # RFT / soft: prompts per domain the teachers sample (x K = MOPD's samples)
+    offline_k: int = 4                    # RFT / soft: samples per prompt (K)
+    merge_grid: dict = field(default_factory=lambda: {
+        "linear": [dict(w=0.5), dict(w=1.0), dict(w=1.5)],
+        "cat": [dict(w=0.5), dict(w=1.0), dict(w=1.5)],
+        "ties": [dict(w=1.0, density=d) for d in (0.3, 0.6, 0.9)],
+        "dare_ties": [dict(w=1.0, density=d) for d in (0.3, 0.6, 0.9)]})
+    eval_every: int = 25                  # periodic val evaluations (the curves)
+    val_n: int = 100                      # val prompts per domain and length (grid, curves)
+    teacher_steps: int | None = None      # None: the chosen teacher config's
+
+
+FULL = Protocol()
+QUICK = Protocol(steps=2, per_domain=2, lrs=(1e-3, 3e-3), offline_prompts=3, offline_k=2, eval_every=1, val_n=4,
+                 teacher_steps=3, merge_grid={"linear": [dict(w=1.0)], "cat": [dict(w=1.0)],
+                                              "ties": [dict(w=1.0, density=0.5)], "dare_ties": [dict(w=1.0, density=0.5)]})
+
+
+def tag(x: float) -> str:
+    """A number as a module-name-safe tag: 1e-03 -> 1em03, 0.5 -> 0p5."""
+    return (f"{x:.0e}" if x < 0.01 else f"{x:g}").replace("-", "m").replace(".", "p").replace("+", "")
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluations, cached on disk
+# ---------------------------------------------------------------------------------------------
+
+
+class Evals:
+    """evaluate() results keyed by (adapter, split, n), stored in one JSON file (atomic writes)."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.data = json.loads(path.read_text()) if path is not None and path.exists() else {}
+
+    def get(self, bank, name: str, split: str, n: int) -> dict:
+        key = f"{name}|{split}|{n}"
+        if key not in self.data:
+            table = mm.evaluate(bank, [name], n=n, split=split)
+            self.data[key] = {d: {str(L): a for L, a in by.items()} for d, by in table["acc"][name].items()}
+            if self.path is not None:
+                atomic_write(self.path, json.dumps(self.data, indent=0).encode())
+        return {d: {int(L): a for L, a in by.items()} for d, by in self.data[key].items()}
+
+
+def table_of(accs: dict[str, dict], n: int) -> dict:
+    return {"acc": accs, "floor": {}, "n": n}
+
+
+# ---------------------------------------------------------------------------------------------
+# the methods
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    name: str                  # adapter name in the bank
+    run: object = None         # its Run (None for merges)
+    stage: dict = field(default_factory=dict)      # cost totals of the method's own stage
+    seconds: float = 0.0       # wall time of that stage
+    curve_runs: list = field(default_factory=list)
+
+
+class Bench:
+    def __init__(self, proto: Protocol, experiment: str, progress: bool = True):
+        self.proto, self.progress = proto, progress
+        self.bank = mm.AdapterBank(*mm.load_base("tiny"))
+        self.teacher_cfg = {d: baseline_teacher_config(d, experiment=None, progress=progress, eval_every=0,
+                                                       **({} if proto.teacher_steps is None else {"steps": proto.teacher_steps}))
+                            for d in DOMAINS}
+        tb, tr = self.teacher_cfg["binding"], self.teacher_cfg["recall"]
+        self.teacher_tag = f"t{tb.steps}_{tag(tb.lr)}_{tr.steps}_{tag(tr.lr)}"
+        self.experiment = f"{experiment}/{self.teacher_tag}"
+        self.teachers = {}
+        for d in DOMAINS:
+            cfg = self.teacher_cfg[d]
+            cfg.experiment = self.experiment
+            self.teachers[d] = mm.train_teacher(self.bank, cfg)
+        self.N = cost.param_counts(self.bank)[0]
+        self.n_lora = sum(p.numel() for p in self.bank.parameters("teacher_binding").values())
+        self.collected = {}
+
+    # -- one trained method at one lr and seed -----------------------------------------------
+
+    def common(self, seed: int, lr: float) -> dict:
+        p = self.proto
+        return dict(steps=p.steps, lr=lr, seed=seed, eval_every=p.eval_every, eval_n=p.val_n, eval_split="val",
+                    experiment=self.experiment, progress=self.progress)
+
+    def train(self, method: str, lr: float, seed: int) -> Result:
+        p, name = self.proto, f"{method}_lr{tag(lr)}_s{seed}"
+        if method.startswith("mopd_"):
+            run = mm.train_student(self.bank, mm.MOPDConfig.for_model(
+                "tiny", loss=method.split("_")[1], prompts_per_domain=p.per_domain, student=name, track_steps=(),
+                **self.common(seed, lr)))
+        elif method == "mixrl":
+            run = mm.train_teacher(self.bank, mm.GRPOConfig.for_model(
+                "tiny", domain=DOMAINS, prompts_per_step=p.per_domain, name=name, **self.common(seed, lr)))
+        elif method.startswith("cascade_"):
+            first, second = ("binding", "recall") if method == "cascade_br" else ("recall", "binding")
+            run = mm.train_teacher(self.bank, mm.GRPOConfig.for_model(
+                "tiny", domain=second, init_from=f"teacher_{first}", eval_domains=(first,), prompts_per_step=p.per_domain,
+                name=name, **self.common(seed, lr)))
+        else:
+            cfg = OfflineConfig.for_model("tiny", loss={"rft": "sft", "soft": "soft"}[method], name=name,
+                                          prompts_per_domain=p.offline_prompts, samples_per_prompt=p.offline_k,
+                                          batch_size=2 * p.per_domain, **self.common(seed, lr))
+            key = (seed,)
+            if key not in self.collected:
+                self.collected[key] = collect(self.bank, cfg)
+            run = train_offline(self.bank, cfg, self.collected[key])
+        return Result(name, run, cost.totals(run.metrics), run.seconds)
+
+    def merged(self, how: str, setting: dict, seed: int) -> Result:
+        w, density = setting["w"], setting.get("density")
+        name = f"merge_{how}_w{tag(w)}" + (f"_d{tag(density)}" if density else "")
+        if how == "dare_ties":
+            name += f"_s{seed}"
+        start = time.perf_counter()
+        if name not in self.bank.names:
+            merge(self.bank, name, {"teacher_binding": w, "teacher_recall": w}, how=how, density=density, seed=seed)
+        return Result(name, None, {}, time.perf_counter() - start)
+
+
+# ---------------------------------------------------------------------------------------------
+# scores
+# ---------------------------------------------------------------------------------------------
+
+
+def scores(bank_accs: dict, name: str, n: int, lengths=None) -> dict:
+    """normalised_scores of `name` against base and the teachers, plus binomial standard errors."""
+    table = table_of(bank_accs, n)
+    s = mm.normalised_scores(table, student=name, lengths=lengths)
+    for d in DOMAINS:
+        cells = [bank_accs[name][d][L] for L in ((lengths or {}).get(d) or bank_accs[name][d])]
+        se = math.sqrt(sum(p * (1 - p) / n for p in cells)) / len(cells)
+        s[d]["se"] = se / abs(s[d]["denominator"]) if abs(s[d]["denominator"]) > 1e-9 else float("nan")
+    s["mean_se"] = math.sqrt(sum(s[d]["se"] ** 2 for d in DOMAINS)) / len(DOMAINS)
+    return s
+
+
+def final_accs(run) -> dict | None:
+    """{domain: {L: acc}} of the run's last row, when it holds an evaluation of every domain."""
+    row = run.metrics[-1] if run is not None and run.metrics else {}
+    accs = {d: {int(k.split("/L")[1]): v for k, v in row.items() if k.startswith(f"acc/{d}/")} for d in DOMAINS}
+    return accs if all(accs.values()) else None
+
+
+def curve(run, ref: dict, per_domain: int, start: str = "base") -> list[dict]:
+    """(prompts seen per domain, normalised score per domain and mean) at every periodic eval,
+    from the starting adapter's val scores (`start`: the base, or a cascade's first teacher)."""
+    def point(step, accs):
+        p = {"step": step, "prompts": step * per_domain}
+        for d in DOMAINS:
+            b, t = (fmean(ref[a][d].values()) for a in ("base", f"teacher_{d}"))
+            p[d] = (fmean(accs[d].values()) - b) / (t - b) if abs(t - b) > 1e-9 else float("nan")
+        p["mean"] = fmean(p[d] for d in DOMAINS)
+        return p
+
+    out = [point(0, ref[start])]
+    for row in run.metrics:
+        accs = {d: {int(k.split("/L")[1]): v for k, v in row.items() if k.startswith(f"acc/{d}/")} for d in DOMAINS}
+        if all(accs.values()) and row["step"] > 0:
+            out.append(point(row["step"], accs))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the protocol
+# ---------------------------------------------------------------------------------------------
+
+
+def run_protocol(args, proto: Protocol, write_every_seed=None) -> dict:
+    torch.set_num_threads(1)
+    started = time.time()
+    bench = Bench(proto, EXPERIMENT + ("-quick" if args.quick else ""), progress=not args.quiet)
+    bank = bench.bank
+    evals = Evals(runs.RUNS_DIR / (EXPERIMENT + ("-quick" if args.quick else "")) / bench.teacher_tag / "evals.json")
+    refs = ["base", "teacher_binding", "teacher_recall"]
+    val = {a: evals.get(bank, a, "val", proto.val_n) for a in refs}
+    test = {a: evals.get(bank, a, "test", args.n) for a in refs}
+
+    # --- the grid, seed 0, on val ----------------------------------------------------------
+    grid, chosen, results = {}, {}, {}
+    jobs = [(m, lr) for m in TRAINED for lr in proto.lrs]
+    for m, lr in tqdm(jobs, desc="val grid (seed 0)", disable=args.quiet):
+        r = bench.train(m, lr, 0)
+        val[r.name] = final_accs(r.run) or evals.get(bank, r.name, "val", proto.val_n)  # the run's last eval IS this
+        s = scores(val, r.name, proto.val_n)
+        grid.setdefault(m, []).append({"lr": lr, "name": r.name, "binding": s["binding"]["normalised"],
+                                       "recall": s["recall"]["normalised"], "mean": s["mean"], "se": s["mean_se"]})
+        results[(m, 0, lr)] = r
+    for m in TRAINED:
+        chosen[m] = max(grid[m], key=lambda g: g["mean"])["lr"]
+    for how in MERGES:
+        for setting in proto.merge_grid[how]:
+            r = bench.merged(how, setting, 0)
+            val[r.name] = evals.get(bank, r.name, "val", proto.val_n)
+            s = scores(val, r.name, proto.val_n)
+            grid.setdefault(f"merge_{how}", []).append({**setting, "name": r.name, "binding": s["binding"]["normalised"],
+                                                        "recall": s["recall"]["normalised"], "mean": s["mean"],
+                                                        "se": s["mean_se"], "seconds": r.seconds})
+        best = max(grid[f"merge_{how}"], key=lambda g: g["mean"])
+        chosen[f"merge_{how}"] = {k: best[k] for k in ("w", "density") if k in best}
+    best_type = max(MERGES, key=lambda h: max(g["mean"] for g in grid[f"merge_{h}"]))
+    chosen["merge_best"] = {"how": best_type, **chosen[f"merge_{best_type}"]}
+
+    # --- test, once per method and seed --------------------------------------------------------
+    per_seed = {}
+    report = None
+    for seed in args.seeds:
+        done = {}
+        for m in tqdm(TRAINED, desc=f"seed {seed}", disable=args.quiet):
+            r = results.get((m, seed, chosen[m])) or bench.train(m, chosen[m], seed)
+            test[r.name] = evals.get(bank, r.name, "test", args.n)
+            done[m] = r
+        for how in MERGES:
+            r = bench.merged(how, chosen[f"merge_{how}"], seed)
+            test[r.name] = evals.get(bank, r.name, "test", args.n)
+            done[f"merge_{how}"] = r
+        done["merge_best"] = done[f"merge_{best_type}"]
+        per_seed[seed] = done
+        report = summarise(bench, proto, args, grid, chosen, per_seed, val, test, time.time() - started)
+        if write_every_seed is not None:
+            write_every_seed(report)
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# the report's numbers
+# ---------------------------------------------------------------------------------------------
+
+
+def stage_and_pipeline(bench: Bench, method: str, r: Result) -> tuple[dict, dict]:
+    """Cost totals (with seconds) of the method's own stage, and of its whole pipeline."""
+    stage = {**r.stage, "seconds": r.seconds}
+    teachers = {d: {**cost.totals(t.metrics), "seconds": t.seconds} for d, t in bench.teachers.items()}
+    if method == "mixrl":
+        before = []
+    elif method.startswith("cascade_"):
+        before = [teachers["binding" if method == "cascade_br" else "recall"]]
+    else:
+        before = list(teachers.values())
+    return stage, cost.add(stage, *before)
+
+
+def summarise(bench, proto, args, grid, chosen, per_seed, val, test, elapsed) -> dict:
+    methods = list(TRAINED) + [f"merge_{h}" for h in MERGES] + ["merge_best"]
+    rows = {}
+    for m in methods:
+        per = {}
+        for seed, done in per_seed.items():
+            r = done[m]
+            per[seed] = {"name": r.name, "all": scores(test, r.name, args.n), "train_L": scores(test, r.name, args.n, TRAIN_L),
+                         "held_out": scores(test, r.name, args.n, HELD_OUT), "acc": test[r.name]}
+            stage, pipe = stage_and_pipeline(bench, m, r)
+            per[seed]["stage"] = {**stage, "flops": cost.flops(stage, bench.N, bench.n_lora)}
+            per[seed]["pipeline"] = {**pipe, "flops": cost.flops(pipe, bench.N, bench.n_lora)}
+            if r.run is not None and m in ("rft", "soft"):
+                per[seed]["kept"] = {k: v for k, v in r.run.metrics[0].items() if k.startswith(("sampled", "correct", "kept"))}
+        rows[m] = per
+    curves = {}
+    for m in ("mopd_pg", "mopd_topk", "mopd_kl", "mixrl", "cascade_br", "cascade_rb"):
+        start = {"cascade_br": "teacher_binding", "cascade_rb": "teacher_recall"}.get(m, "base")
+        curves[m] = {seed: curve(done[m].run, val, proto.per_domain, start) for seed, done in per_seed.items()}
+    den = scores(test, "teacher_binding", args.n)
+    return {"command": command("bench.baselines", args.argv), "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "elapsed_s": elapsed, "protocol": {**proto.__dict__, "test_n": args.n, "seeds_done": list(per_seed),
+                                               "teacher": {d: {"steps": c.steps, "lr": c.lr, "seed": c.seed}
+                                                           for d, c in bench.teacher_cfg.items()},
+                                               "teacher_source": "bench.teacher_headroom.BASELINE_TEACHER" if BASELINE_TEACHER
+                                               else 'GRPOConfig.for_model("tiny")', "N": bench.N, "n_lora": bench.n_lora},
+            "refs": {"val": {a: val[a] for a in ("base", "teacher_binding", "teacher_recall")},
+                     "test": {a: test[a] for a in ("base", "teacher_binding", "teacher_recall")}},
+            "denominators": {d: den[d]["denominator"] for d in DOMAINS},
+            "grid": grid, "chosen": chosen, "rows": rows, "curves": curves}
+
+
+# ---------------------------------------------------------------------------------------------
+# the page and the figures
+# ---------------------------------------------------------------------------------------------
+
+
+def stat(vals: list[float]) -> tuple[float, float]:
+    """(mean, population std; nan with one value). NaN-safe (a domain with no headroom gives nan)."""
+    m = sum(vals) / len(vals)
+    return m, (math.sqrt(sum((v - m) ** 2 for v in vals) / len(vals)) if len(vals) > 1 else float("nan"))
+
+
+def cell(vals, ses) -> str:
+    m, s = stat(vals)
+    sd = f" ± {s:.2f}" if not math.isnan(s) else ""
+    return f"{m:.2f}{sd} ({fmean(ses):.2f})"
+
+
+def method_stats(rep: dict, m: str, part: str = "all", key: str = "mean") -> tuple[float, float, float, int]:
+    per = rep["rows"][m]
+    vals = [p[part][key] if key == "mean" else p[part][key]["normalised"] for p in per.values()]
+    ses = [p[part]["mean_se"] if key == "mean" else p[part][key]["se"] for p in per.values()]
+    mu, sd = stat(vals)
+    return mu, sd, fmean(ses), len(vals)
+
+
+def ranking(rep) -> list[str]:
+    """Methods by mean normalised test score, best first (nan last)."""
+    key = lambda m: -method_stats(rep, m)[0] if not math.isnan(method_stats(rep, m)[0]) else math.inf  # noqa: E731
+    return sorted(rep["rows"], key=key)
+
+
+def noise(rep, a, b) -> tuple[float, float]:
+    """(difference of mean normalised scores a - b, two standard errors of that difference): each
+    method's error is the std over seeds / sqrt(k) and its binomial error / sqrt(k) in quadrature
+    (conservative: the seed spread already holds some of the test sampling noise)."""
+    ma, sa, ea, ka = method_stats(rep, a)
+    mb, sb, eb, kb = method_stats(rep, b)
+    var = lambda s, e, k: ((0 if math.isnan(s) else s) ** 2 + e ** 2) / k  # noqa: E731
+    return ma - mb, 2 * math.sqrt(var(sa, ea, ka) + var(sb, eb, kb))
+
+
+def fmt_int(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def markdown(rep: dict) -> str:
+    P = rep["protocol"]
+    seeds = P["seeds_done"]
+    out = ["# Baselines: is MOPD worth it?", "",
+           "Every number on this page was written by one command, on the machine below:", "",
+           "```bash", rep["command"], "```", "",
+           f"Machine: {machine_line(rep['machine'])}. Finished {rep['date']} after {rep['elapsed_s'] / 60:.0f} min "
+           f"(runs already in runs/baselines/ are reloaded, not retrained). Seeds finished: {seeds}.", "",
+           "## Protocol", "",
+           f"* **Teachers**: one per domain, seed 0, shared by every method and seed: "
+           + ", ".join(f"{d} {t['steps']} GRPO steps at lr {t['lr']:g}" for d, t in P["teacher"].items())
+           + f" (from `{P['teacher_source']}`).",
+           f"* **Budget of every trained method** (sized to fit the shared 2-core CPU; the course's MOPD preset is 300 steps): {P['steps']} optimizer steps with {P['per_domain']} prompts per domain "
+           f"per step = **{P['steps'] * P['per_domain']} prompts per domain** for MOPD (1 sample each), Mix-RL and the "
+           f"second stage of Cascade RL (G = 8 samples each); RFT and soft labels: the teachers sample K = {P['offline_k']} "
+           f"completions of {P['offline_prompts']} prompts per domain (temperature 1), and the student trains "
+           f"{P['steps']} steps of {2 * P['per_domain']} kept completions. Same LoRA (r 16, alpha 32, all linear), "
+           "every adapter from B = 0 (Cascade's second stage from a copy of the first domain's teacher).",
+           f"* **Search, identical for every method** (seed 0, val split, {P['val_n']} prompts per domain and length): "
+           f"learning rate in {list(P['lrs'])} for each trained method (budget fixed), 3 settings per merge type; "
+           "the best mean normalised val score is chosen; that seed-0 run is the seed-0 result.",
+           f"* **Test**: {P['test_n']} prompts per domain and length, each method once per seed. Normalised score per domain "
+           "= (model - base) / (teacher - base), on the mean accuracy over the domain's lengths.",
+           "* **Uncertainty**: each cell is mean ± std over seeds (std = population std; absent with one seed) and, in "
+           "brackets, the binomial standard error of that score from the test sample alone "
+           "(sqrt(p(1-p)/n) per length, propagated through the mean and divided by the denominator, which is taken as fixed).",
+           ""]
+    # denominators
+    refs = rep["refs"]["test"]
+    out += ["## Denominators (test)", "", "| domain | base | teacher | denominator |", "| --- | --- | --- | --- |"]
+    for d in DOMAINS:
+        b, t = fmean(refs["base"][d].values()), fmean(refs[f"teacher_{d}"][d].values())
+        out.append(f"| {d} (L {', '.join(map(str, refs['base'][d]))}) | {b:.3f} | {t:.3f} | {t - b:+.3f} |")
+    out += ["", "## The table (the paper's Table 2 at course scale)", "",
+            f"Normalised score on the test split, seeds {seeds}: mean ± std over seeds (binomial SE).", "",
+            "| method | binding | recall | mean | mean at train length 16 | mean held out (b 24, 32; r 24) | paper |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+    order = ranking(rep)
+    for m in order:
+        per = rep["rows"][m].values()
+        c = lambda part, key: cell([p[part][key] if key == "mean" else p[part][key]["normalised"] for p in per],  # noqa: E731
+                                   [p[part]["mean_se"] if key == "mean" else p[part][key]["se"] for p in per])
+        paper = f"{PAPER[m]:.3f} ({PAPER_NAME.get(m, LABEL[m])})" if m in PAPER else "—"
+        label = LABEL[m] + (f" = {rep['chosen']['merge_best']['how']}" if m == "merge_best" else "")
+        out.append(f"| {label} | {c('all', 'binding')} | {c('all', 'recall')} | **{c('all', 'mean')}** | "
+                   f"{c('train_L', 'mean')} | {c('held_out', 'mean')} | {paper} |")
+    out += ["", "Merges of linear, cat and ties are deterministic given the teachers (shared by all seeds), so their "
+            "seed std is 0 by construction; dare_ties draws its masks from the seed.", ""]
+    # noise
+    out += ["### Which differences are resolved", "",
+            "Difference of the mean normalised score from MOPD-PG, and two standard errors of that difference "
+            "(each side: std over seeds / sqrt(k) and binomial SE / sqrt(k) in quadrature).", "",
+            "| method | minus MOPD-PG | 2 SE | verdict |", "| --- | --- | --- | --- |"]
+    for m in order:
+        if m == "mopd_pg":
+            continue
+        diff, two = noise(rep, m, "mopd_pg")
+        verdict = "within noise" if abs(diff) < two else ("better than MOPD-PG" if diff > 0 else "worse than MOPD-PG")
+        out.append(f"| {LABEL[m]} | {diff:+.3f} | {two:.3f} | {verdict} |")
+    ranked = ", ".join(f"{LABEL[m]} {method_stats(rep, m)[0]:.2f}" for m in order)
+    matched = [LABEL[m] for m in order if m != "mopd_pg" and noise(rep, m, "mopd_pg")[0] >= -noise(rep, m, "mopd_pg")[1]]
+    out += ["", f"**Ranking as measured** (mean normalised test score): {ranked}.", "",
+            ("**Baselines that match or beat MOPD-PG within noise: " + ", ".join(matched) + ".**") if matched
+            else "**No baseline matches MOPD-PG within noise.**", ""]
+    # grids
+    out += ["", "## Validation grids (seed 0) and what was chosen", "",
+            "Mean normalised score on val (binding, recall); the chosen setting in bold.", ""]
+    for m, entries in rep["grid"].items():
+        ch = rep["chosen"][m]
+        cells = []
+        for g in entries:
+            setting = f"lr {g['lr']:g}" if "lr" in g else "w " + f"{g['w']:g}" + (f", density {g['density']:g}" if "density" in g else "")
+            hit = (g.get("lr") == ch) if "lr" in g else all(g.get(k) == v for k, v in ch.items())
+            txt = f"{setting}: {g['mean']:.2f} ({g['binding']:.2f}, {g['recall']:.2f})"
+            cells.append(f"**{txt}**" if hit else txt)
+        out.append(f"* {LABEL[m]}: " + "; ".join(cells))
+    out += [f"* best merge type on val: **{rep['chosen']['merge_best']['how']}**", ""]
+    # costs
+    out += cost_section(rep)
+    # figures
+    out += ["## Figures", "",
+            "![score by method](figures/baselines_scores.png)", "",
+            "![score against cost](figures/baselines_cost.png)", "",
+            "![cascade forgetting](figures/baselines_forgetting.png)", "",
+            "![MOPD against Mix-RL by prompts seen](figures/baselines_efficiency.png)", "",
+            "![merge sweep](figures/baselines_merge_sweep.png)", "",
+            "## Per-seed test accuracies", "", "| model | seed | " + " | ".join(
+                f"{d} L{L}" for d in DOMAINS for L in refs['base'][d]) + " |",
+            "| --- | --- |" + " --- |" * sum(len(refs['base'][d]) for d in DOMAINS)]
+    for a in ("base", "teacher_binding", "teacher_recall"):
+        out.append(f"| {a} | — | " + " | ".join(f"{refs[a][d][L]:.3f}" for d in DOMAINS for L in refs['base'][d]) + " |")
+    for m in rep["rows"]:
+        for seed, p in rep["rows"][m].items():
+            out.append(f"| {LABEL[m]} | {seed} | " + " | ".join(f"{p['acc'][d][L]:.3f}" for d in DOMAINS for L in refs['base'][d]) + " |")
+    return "\n".join(out) + "\n"
+
+
+def cost_means(rep, m, part):
+    per = list(rep["rows"][m].values())
+    keys = per[0][part].keys()
+    return {k: fmean(p[part][k] for p in per) for k in keys}
+
+
+def cost_section(rep: dict) -> list[str]:
+    P = rep["protocol"]
+    out = ["## What each method costs", "",
+           f"Mean over the seeds run. Tokens are real tokens (padding not counted). FLOPs estimate: "
+           f"`{cost.FORMULA}`; here N = {P['N']:,}, n = {P['n_lora']:,} (the adapter is {P['n_lora'] / P['N']:.0%} of this "
+           "tiny base; on Qwen3-1.7B it is about 1%). Attention-score FLOPs, padding, evaluations and checkpointing are not counted. Wall time: the "
+           "training steps (and the teachers' sampling) on this CPU, one torch thread, evaluations excluded; the machine "
+           "was shared with other jobs, so times are indicative.", "",
+           "| method | stage: sampled tokens (prefill + generated) | teacher-prefilled | trained | FLOPs | wall s | "
+           "whole pipeline FLOPs | whole pipeline wall s |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for m in list(TRAINED) + [f"merge_{h}" for h in MERGES]:
+        s, p = cost_means(rep, m, "stage"), cost_means(rep, m, "pipeline")
+        out.append(f"| {LABEL[m]} | {fmt_int(s.get('cost/sample_prefill_tokens', 0))} + {fmt_int(s.get('cost/generated_tokens', 0))} | "
+                   f"{fmt_int(s.get('cost/teacher_prefill_tokens', 0))} | {fmt_int(s.get('cost/trained_tokens', 0))} | "
+                   f"{s['flops']:.2e} | {s['seconds']:.0f} | {p['flops']:.2e} | {p['seconds']:.0f} |")
+    mo, rf = cost_means(rep, "mopd_pg", "stage"), cost_means(rep, "rft", "stage")
+    mp, rp = cost_means(rep, "mopd_pg", "pipeline"), cost_means(rep, "rft", "pipeline")
+    rows = P["steps"] * 2 * P["per_domain"]                   # MOPD's sampled completions per run
+    prompt_len, completion_len = mo["cost/sample_prefill_tokens"] / rows, mo["cost/generated_tokens"] / rows
+    teacher_share = 1 - mo["flops"] / mp["flops"]
+    out += ["", f"**MOPD-PG over RFT** (distillation stage alone): **{mo['flops'] / rf['flops']:.2f}x the FLOPs, "
+            f"{mo['seconds'] / rf['seconds']:.2f}x the wall time**; whole pipeline (teachers included): "
+            f"{mp['flops'] / rp['flops']:.2f}x FLOPs, {mp['seconds'] / rp['seconds']:.2f}x wall time. "
+            "The critique reports 14.8-23.1x the training GPU-hours.", "",
+            "Why the ratio is so much smaller here. In the critique, completions are long reasoning traces: MOPD samples "
+            "every one of them from the student, one token at a time (decode is memory-bound and slow per token), and a "
+            "separate teacher model prefills each, every step, while SFT runs one parallel forward and backward over a "
+            "fixed set. Here a FactWorld completion is "
+            f"{completion_len:.1f} tokens after a {prompt_len:.0f}-token prompt (measured: MOPD-PG's sampler), so "
+            "every method's cost is the prefill of the prompt and the training pass over it, which MOPD and RFT pay "
+            "alike; decoding is nearly free. The teachers are LoRA adapters on the student's own base, scored in one "
+            "routed forward (no second model, no transfer), and both methods train on the same number of completions "
+            f"per step ({2 * P['per_domain']}). What is left of MOPD's premium is its per-step sampling and teacher "
+            "prefill (two forwards beside the training pass's forward and backward) against RFT's one-off sampling. "
+            f"And the teachers' own GRPO runs, which both need, are {teacher_share:.0%} of MOPD's whole-pipeline FLOPs.", ""]
+    return out
+
+
+def figures(rep: dict, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    methods = ranking(rep)
+    cmap = plt.get_cmap("tab10")
+    # 1. score by method and domain with error bars
+    fig, ax = plt.subplots(figsize=(12, 4.2))
+    width = 0.27
+    for j, key in enumerate(("binding", "recall", "mean")):
+        mus, sds = zip(*[(method_stats(rep, m, key=key)[0], method_stats(rep, m, key=key)[1]) for m in methods])
+        ses = [method_stats(rep, m, key=key)[2] for m in methods]
+        err = [s if not math.isnan(s) else e for s, e in zip(sds, ses)]
+        ax.bar([i + (j - 1) * width for i in range(len(methods))], mus, width, yerr=err, capsize=2, label=key, color=cmap(j))
+    for i, m in enumerate(methods):
+        if m in PAPER:
+            ax.plot([i - 1.5 * width, i + 1.5 * width], [PAPER[m]] * 2, color="black", lw=1)
+    ax.set_xticks(range(len(methods)), [LABEL[m].replace(" (", "\n(") for m in methods], rotation=40, ha="right", fontsize=8)
+    ax.axhline(1, color="gray", ls=":")
+    ax.set(ylabel="normalised score (test)", title=f"Normalised score by method (error bars: std over seeds {rep['protocol']['seeds_done']}; "
+           "black line: the paper's figure)")
+    ax.legend()
+    ax.grid(alpha=0.3, axis="y")
+    plots.save(fig, "baselines_scores", folder)
+    plt.close(fig)
+    # 2. score against cost
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for ax, part in zip(axes, ("stage", "pipeline")):
+        for i, m in enumerate(methods):
+            if m == "merge_best":
+                continue
+            c = cost_means(rep, m, part)["flops"]
+            mu, sd, se, _ = method_stats(rep, m)
+            x = max(c, 1e6)
+            ax.errorbar([x], [mu], yerr=[sd if not math.isnan(sd) else se], fmt="o", color=cmap(i % 10), capsize=2)
+            ax.annotate(LABEL[m].split(" (")[0], (x, mu), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.set(xscale="log", xlabel=f"estimated FLOPs ({part}{'; merges drawn at 1e6' if part == 'stage' else ''})",
+               ylabel="mean normalised score (test)", title=f"score against cost: {'distillation / merging stage' if part == 'stage' else 'whole pipeline incl. teachers'}")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    plots.save(fig, "baselines_cost", folder)
+    plt.close(fig)
+    # 3. cascade forgetting
+    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
+    for ax, m in zip(axes, ("cascade_br", "cascade_rb")):
+        first, second = ("binding", "recall") if m == "cascade_br" else ("recall", "binding")
+        for seed, pts in rep["curves"][m].items():
+            steps = [p["step"] for p in pts]
+            ax.plot(steps, [p[first] for p in pts], color=cmap(0), alpha=0.7,
+                    label=f"{first} (first stage)" if seed == list(rep["curves"][m])[0] else None)
+            ax.plot(steps, [p[second] for p in pts], color=cmap(1), alpha=0.7,
+                    label=f"{second} (being trained)" if seed == list(rep["curves"][m])[0] else None)
+        ax.set(xlabel="second-stage step", ylabel="normalised score (val)", title=f"{LABEL[m]}: the forgetting curve")
+        ax.axhline(1, color="gray", ls=":")
+        ax.legend()
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    plots.save(fig, "baselines_forgetting", folder)
+    plt.close(fig)
+    # 4. MOPD vs Mix-RL by prompts seen
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, m in enumerate(("mopd_pg", "mopd_topk", "mopd_kl", "mixrl")):
+        by_seed = list(rep["curves"][m].values())
+        xs = [p["prompts"] for p in by_seed[0]]
+        ys = [fmean(c[j]["mean"] for c in by_seed) for j in range(len(xs))]
+        ax.plot(xs, ys, "o-", label=LABEL[m], color=cmap(i))
+    ax.set(xlabel="prompts seen per domain", ylabel="mean normalised score (val)",
+           title="Sample efficiency: MOPD against Mix-RL (mean over seeds)")
+    ax.axhline(1, color="gray", ls=":")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    plots.save(fig, "baselines_efficiency", folder)
+    plt.close(fig)
+    # 5. merge sweep
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, how in enumerate(MERGES):
+        g = rep["grid"][f"merge_{how}"]
+        key = "density" if "density" in g[0] else "w"
+        ax.plot([x[key] for x in g], [x["mean"] for x in g], "o-", color=cmap(i),
+                label=f"{how} (x: {'density, w = 1' if key == 'density' else 'weight w of each teacher'})")
+    ax.set(xlabel="weight w (linear, cat) or density (ties, dare_ties)", ylabel="mean normalised score (val)",
+           title="Param-Merge sweep on val (seed 0)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    plots.save(fig, "baselines_merge_sweep", folder)
+    plt.close(fig)
+
+
+def write(rep: dict, docs: Path = DOCS) -> None:
+    figures(rep, docs / "figures")
+    (docs / "baselines.md").write_text(markdown(rep))
+    atomic_write(docs / "baselines.json", json.dumps(rep, indent=1, default=str).encode())
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--n", type=int, default=500, help="test prompts per domain and length")
+    p.add_argument("--quick", action="store_true", help="tiny budgets, seconds: the smoke test")
+    p.add_argument("--no-write", action="store_true", help="print only; docs/ is left alone")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--out", default=str(DOCS), help="where baselines.md, .json and figures/ go")
+    args = p.parse_args(argv)
+    args.argv = list(argv) if argv is not None else None
+    if args.quick and args.n == 500:
+        args.n = 6
+    if 0 not in args.seeds:
+        raise SystemExit("--seeds must include 0: the validation grid runs on seed 0 and is its result")
+    args.seeds = [0] + [s for s in args.seeds if s != 0]
+    proto = QUICK if args.quick else FULL
+    writer = None if args.no_write else (lambda rep: write(rep, Path(args.out)))
+    rep = run_protocol(args, proto, writer)
+    print(markdown(rep))
+    return rep
+
+
+if __name__ == "__main__":
+    main()

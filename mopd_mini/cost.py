@@ -1,0 +1,103 @@
+"""What a training run cost: tokens by kind, a FLOPs estimate with its formula, wall time.
+
+Every trainer (GRPO, MOPD, the offline trainer and its `collect`) logs, per step, the tokens
+each kind of forward ran over (real tokens only: left padding and the pads after EOS are not
+counted, although a padded batch computes them):
+
+    cost/sample_prefill_tokens   prompt tokens the SAMPLER prefilled (once per distinct prompt:
+                                 GRPO's G completions of one prompt share one prefill)
+    cost/generated_tokens        tokens sampled one at a time (decode steps over the KV cache),
+                                 up to and including EOS, by whoever samples (the student in
+                                 GRPO and MOPD, the teachers in `collect`)
+    cost/teacher_prefill_tokens  prompt + completion tokens a TEACHER forward ran over
+                                 (MOPD's routed scoring; soft-label distillation's soft labels)
+    cost/trained_tokens          prompt + completion tokens of the student's training forward
+                                 and backward (the loss itself sits on the completion tokens:
+                                 `cost/loss_tokens`)
+
+and the run's wall time of its training steps (no evaluations, no checkpoints) is `Run.seconds`
+(kept in checkpoint.pt, out of metrics.jsonl, which stays byte-identical across runs of a seed).
+
+`totals(metrics)` sums the counters over a run; `flops(totals, n_base, n_adapter)` estimates
+
+    FLOPs = 2 N (sample_prefill + generated + teacher_prefill)          forwards
+          + (2 N + 2 N + 4 n) trained                                   forward + LoRA backward
+
+with N the base's parameters in matrix multiplies (the tied LM head counted once, the embedding
+lookup not) and n the adapter's: a forward costs 2 N per token (a multiply and an add per
+weight); the backward of a LoRA run propagates activation gradients through every frozen layer
+(dX = dY W^T: 2 N) but computes weight gradients for the adapter only (dA, dB: 2 n), and the
+adapter's own forward and input-gradient add another 2 n. Full fine-tuning would be 6 N. Not
+counted: attention scores (2 x layers x context x width per token; a few % at these lengths),
+the LM head over positions that `logits_to_keep` skips, activation checkpointing's extra
+forward (+2 N per trained token when on), and the periodic evaluations (diagnostics, not
+training; they are excluded from Run.seconds too).
+"""
+
+from __future__ import annotations
+
+from .rollout import Rollout
+
+KINDS = ("sample_prefill_tokens", "generated_tokens", "teacher_prefill_tokens", "trained_tokens", "loss_tokens")
+FORMULA = ("FLOPs = 2N x (sampler prefill + generated + teacher prefill) tokens + (4N + 4n) x trained tokens; "
+           "N = base matmul parameters, n = adapter parameters")
+
+
+def sampled(rollout: Rollout) -> dict[str, int]:
+    """Sampler cost of one rollout: distinct prompts' prefill, and the generated tokens."""
+    first = {}
+    for i, ex in enumerate(rollout.examples):
+        first.setdefault(ex.prompt, i)                      # the sampler prefills each prompt once
+    prompt_mask = rollout.attention_mask[:, :rollout.prompt_len]
+    prefill = int(prompt_mask[list(first.values())].sum())
+    return {"cost/sample_prefill_tokens": prefill, "cost/generated_tokens": int(rollout.completion_mask.sum())}
+
+
+def forward_tokens(rollout: Rollout, rows=None) -> int:
+    """Real (prompt + completion) tokens a forward over the rollout's rows runs over."""
+    mask = rollout.attention_mask if rows is None else rollout.attention_mask[rows]
+    return int(mask.sum())
+
+
+def trained(rollout: Rollout) -> dict[str, int]:
+    """Cost of the student's training forward + backward over the whole rollout."""
+    return {"cost/trained_tokens": forward_tokens(rollout), "cost/loss_tokens": int(rollout.completion_mask.sum())}
+
+
+def totals(metrics: list[dict]) -> dict[str, float]:
+    """Sum of every cost/* column over a run's metrics (missing kinds count 0)."""
+    out = {f"cost/{k}": 0 for k in KINDS}
+    for row in metrics:
+        for k, v in row.items():
+            if k.startswith("cost/"):
+                out[k] = out.get(k, 0) + v
+    return out
+
+
+def add(*parts: dict) -> dict[str, float]:
+    """The sum of several totals (e.g. teachers + distillation: the whole pipeline)."""
+    out: dict[str, float] = {}
+    for part in parts:
+        for k, v in part.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def param_counts(bank, adapter: str | None = None) -> tuple[int, int]:
+    """(N, n): the base's parameters in matrix multiplies (every Linear weight, plus the LM head
+    even when tied to the embedding), and the adapter's LoRA parameters (0 if none given)."""
+    import torch
+
+    head = bank.base.get_output_embeddings()
+    N = sum(m.weight.numel() for name, m in bank.base.named_modules()   # a wrapped layer's base_layer
+            if isinstance(m, torch.nn.Linear) and "lora_" not in name and m is not head)  # counts once
+    N += head.weight.numel()
+    n = 0 if adapter is None else sum(p.numel() for p in bank.parameters(adapter).values())
+    return N, n
+
+
+def flops(total: dict, N: int, n: int) -> float:
+    """The estimate written in the module docstring (and in FORMULA)."""
+    forward = total.get("cost/sample_prefill_tokens", 0) + total.get("cost/generated_tokens", 0) \
+        + total.get("cost/teacher_prefill_tokens", 0)
+    return 2 * N * forward + (4 * N + 4 * n) * total.get("cost/trained_tokens", 0)

@@ -1,0 +1,298 @@
+"""The offline baselines: a student trained on trajectories the TEACHERS sampled, once, up front.
+
+    data = collect(bank, OfflineConfig())                     # each teacher samples its own domain
+    train_offline(bank, OfflineConfig(loss="sft"), data)      # RFT: SFT on the correct samples
+    train_offline(bank, OfflineConfig(loss="soft"), data)     # soft labels on the same trajectories
+
+One trainer, two losses (the critique's baselines, arXiv 2610.04272):
+
+  collect   for every domain d, d's teacher samples K completions (temperature 1, no truncation)
+            of each of the first `prompts_per_domain` training prompts of d; each completion is
+            graded by d's verifiable reward (relaxed match, and it must end: as in GRPO).
+            `keep="correct"` keeps the correct ones only: rejection sampling.
+  sft       RFT, rejection-sampled fine-tuning: cross-entropy of the kept completions,
+            L = masked_mean( -log pi_S(y_t | x, y_<t) )                       (losses.sft_loss)
+  soft      soft-label distillation: at every position of the same kept completions, the
+            forward KL from the routed teacher's full distribution,
+            L = masked_mean( sum_v p_T(v) log(p_T(v) / p_S(v)) )             (losses.soft_label_kl)
+            the teacher (the completion's own domain's) prefills each batch again when it is
+            trained on: its logits are not stored (at Qwen3's vocabulary they would be 0.6 MB a
+            token), so soft labels cost a teacher prefill per trained completion per epoch.
+
+Both train a fresh student adapter (B = 0: it starts AT the base) on the kept completions of
+BOTH domains, shuffled together, `batch_size` completions a step, a new seeded permutation every
+epoch. The kept set is the same for both losses by default, so the two differ in the loss only
+(`keep="all"` gives soft labels every sample, wrong ones included: the teacher's distribution is
+informative on them too).
+
+Against MOPD: the student never samples. It learns on the teacher's trajectories (off-policy:
+the positions are those the teacher visits, not the student's own), and every completion was
+sampled before training began. The collected set is cached in runs/<experiment>/collect/, keyed
+by the teachers' weights and the sampling settings, so RFT and soft labels (and a re-run) share
+it; its sampling cost is recorded with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+from tqdm.auto import tqdm
+
+import factworld
+
+from . import cost
+from . import teachers as routing
+from .adapters import AdapterBank, atomic_write
+from .domains import get_domains
+from .evaluate import TEACHER_OF, accuracy_by_length
+from .losses import sft_loss, soft_label_kl
+from .rollout import completion_logits, pack, sample
+from . import runs
+from .runs import Run, check_loop, guarded_step, preset
+
+LOSSES = ("sft", "soft")
+KEEP = ("correct", "all")
+
+
+@dataclass
+class OfflineConfig:
+    """Settings for an offline student: RFT (loss="sft") or soft-label distillation (loss="soft")."""
+
+    loss: str = "sft"
+    """sft: cross-entropy on the kept teacher samples (RFT); soft: forward KL from the teacher's full distribution"""
+    samples_per_prompt: int = 4
+    """K: completions each teacher samples per training prompt of its domain"""
+    prompts_per_domain: int = 256
+    """distinct training prompts per domain (the first ones of the train split, as every trainer's step 1, 2, ...)"""
+    keep: str = "correct"
+    """which samples are trained on: correct (rejection sampling; the default for both losses) or all"""
+    steps: int = 200
+    """optimizer steps (epochs = steps x batch_size / kept samples)"""
+    batch_size: int = 16
+    """kept completions per step, both domains shuffled together (16: MOPD's 8 prompts per domain)"""
+    lr: float = 1e-3
+    """AdamW learning rate of the student adapter"""
+    temperature: float = 1.0
+    """the teachers' sampling temperature (1: their own distribution)"""
+    max_new_tokens: int = 4
+    """completion budget of the teachers' samples (a completion that does not end is wrong)"""
+    grad_clip: float = 1.0
+    """max global gradient norm"""
+    domains: tuple[str, ...] = ("binding", "recall")
+    """the domains to compose; each needs a teacher adapter named teacher_<domain>"""
+    collect_batch: int = 256
+    """completions sampled per teacher forward batch in `collect` (memory only; same samples)"""
+    eval_every: int = 25
+    """greedy accuracy every this many steps (0: never)"""
+    eval_n: int = 64
+    """evaluation prompts per domain and length"""
+    eval_split: str = "test"
+    """which split the periodic evaluations use: "test", or "val" when choosing hyperparameters"""
+    seed: int = 0
+    """seeds the teachers' sampling, the student's init and the data order"""
+    name: str | None = None
+    """the student adapter's name (None: rft for sft, soft for soft)"""
+    experiment: str | None = "course"
+    """runs/<experiment>/<name>/ holds the run; None keeps it (and the collected set) in memory"""
+    checkpoint_every: int = 50
+    """steps between checkpoints (a killed run resumes from the last one)"""
+    progress: bool = True
+    """show a progress bar"""
+    gradient_checkpointing: bool = False
+    """recompute activations in the backward (on in the Qwen3 presets)"""
+
+    @classmethod
+    def for_model(cls, model: str = "tiny", **overrides) -> "OfflineConfig":
+        """Defaults for a model size (Qwen3: the FactWorld experiment's lr and budget).
+        Under MOPD_FAST=1 (the CI mode) steps halve and runs go to runs/<experiment>-fast/."""
+        qwen3 = dict(lr=1e-4, max_new_tokens=8, eval_n=100, collect_batch=64, gradient_checkpointing=True)
+        return preset(cls, model, qwen3, overrides)
+
+    def check(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"unknown loss {self.loss!r}; valid losses: {LOSSES}")
+        if self.keep not in KEEP:
+            raise ValueError(f"unknown keep {self.keep!r}; valid: {KEEP}")
+        for name in ("samples_per_prompt", "prompts_per_domain", "batch_size", "collect_batch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        get_domains(self.domains)
+        check_loop(self)
+
+    @property
+    def adapter(self) -> str:
+        return self.name or {"sft": "rft", "soft": "soft"}[self.loss]
+
+    @property
+    def route(self) -> dict[str, str]:
+        return {d: TEACHER_OF.format(d) for d in self.domains}
+
+
+# ---------------------------------------------------------------------------------------------
+# the teachers' samples
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Collected:
+    """The teachers' samples: one entry per sampled completion, whether kept or not."""
+
+    examples: list            # factworld.Example of each sample (its prompt, repeated K times)
+    completions: list         # token ids of each completion, up to and including EOS (or the budget)
+    correct: list             # 1.0 if the verifiable reward was 1, else 0.0
+    cost: dict = field(default_factory=dict)   # cost/* totals of the sampling
+    seconds: float = 0.0      # wall time of the sampling
+
+    def kept(self, keep: str = "correct") -> list[int]:
+        """Indices of the samples to train on: the correct ones, or all (never an empty completion)."""
+        return [i for i, (c, ok) in enumerate(zip(self.completions, self.correct))
+                if c and (keep == "all" or ok == 1.0)]
+
+    def counts(self) -> dict:
+        """Per domain: samples drawn and samples correct (kept by rejection sampling)."""
+        out = {}
+        for ex, ok in zip(self.examples, self.correct):
+            d = out.setdefault(ex.task, {"sampled": 0, "correct": 0})
+            d["sampled"] += 1
+            d["correct"] += int(ok == 1.0)
+        return out
+
+    def to_json(self) -> bytes:
+        rows = [{"example": asdict(e), "completion": c, "correct": ok}
+                for e, c, ok in zip(self.examples, self.completions, self.correct)]
+        return json.dumps({"rows": rows, "cost": self.cost, "seconds": self.seconds}).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "Collected":
+        d = json.loads(data)
+        rows = d["rows"]
+        return cls([factworld.Example(**r["example"]) for r in rows], [r["completion"] for r in rows],
+                   [r["correct"] for r in rows], d["cost"], d["seconds"])
+
+
+def _collect_key(bank: AdapterBank, cfg: OfflineConfig) -> str:
+    """What the collected set depends on: the teachers' weights and the sampling settings."""
+    h = hashlib.sha256()
+    for d, teacher in sorted(cfg.route.items()):
+        h.update(f"{d}={teacher}".encode())
+        for n, t in sorted(bank.state(teacher).items()):
+            h.update(n.encode() + t.float().cpu().numpy().tobytes())
+    h.update(json.dumps([cfg.samples_per_prompt, cfg.prompts_per_domain, cfg.temperature, cfg.max_new_tokens,
+                         cfg.seed, list(cfg.domains)]).encode())
+    return h.hexdigest()[:16]
+
+
+@torch.no_grad()
+def collect(bank: AdapterBank, cfg: OfflineConfig) -> Collected:
+    """Each domain's teacher samples K completions of each of its first `prompts_per_domain`
+    training prompts; every sample is graded. Cached on disk (see the module docstring)."""
+    cfg.check()
+    domains = get_domains(cfg.domains)
+    for teacher in cfg.route.values():
+        if teacher not in bank.names:
+            raise ValueError(f"the bank has no {teacher!r}; train it (train_teacher) or load it "
+                             f"(bank.load) first. The bank holds: {bank.names}")
+    path = None if cfg.experiment is None else runs.RUNS_DIR / cfg.experiment / "collect" / f"{_collect_key(bank, cfg)}.json"
+    if path is not None and path.exists():
+        return Collected.from_json(path.read_bytes())
+    generator = torch.Generator().manual_seed(cfg.seed)
+    K, out = cfg.samples_per_prompt, Collected([], [], [])
+    started = time.perf_counter()
+    per_batch = max(1, cfg.collect_batch // K)                     # prompts per sampling batch
+    for name, d in domains.items():
+        prompts = d.train_examples(0, cfg.prompts_per_domain, cfg.seed)   # indices 0 .. P-1
+        with bank.use(cfg.route[name]) as model:
+            for i in tqdm(range(0, len(prompts), per_batch), desc=f"collect {name}", disable=not cfg.progress):
+                batch = [ex for ex in prompts[i:i + per_batch] for _ in range(K)]
+                rollout = sample(model, bank.tokenizer, batch, temperature=cfg.temperature,
+                                 max_new_tokens=cfg.max_new_tokens, generator=generator)
+                rewards = rollout.rewards(bank.tokenizer)
+                for b, ex in enumerate(batch):
+                    n = int(rollout.completion_mask[b].sum())
+                    out.examples.append(ex)
+                    out.completions.append(rollout.completion_ids[b, :n].tolist())
+                    out.correct.append(float(rewards[b]))
+                out.cost = cost.add(out.cost, cost.sampled(rollout))
+    out.seconds = time.perf_counter() - started
+    if path is not None:
+        atomic_write(path, out.to_json())
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the trainer
+# ---------------------------------------------------------------------------------------------
+
+
+def batch_indices(n: int, batch_size: int, step: int, seed: int) -> list[int]:
+    """The positions (into the kept set of n) of one step's batch: a pure function of (step, seed).
+    The data is a sequence of epochs, each a fresh seeded permutation of range(n)."""
+    out, perms, start = [], {}, (step - 1) * batch_size
+    for pos in range(start, start + batch_size):
+        epoch, offset = divmod(pos, n)
+        if epoch not in perms:
+            perms[epoch] = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch)).tolist()
+        out.append(perms[epoch][offset])
+    return out
+
+
+def train_offline(bank: AdapterBank, cfg: OfflineConfig, data: Collected | None = None) -> Run:
+    """Create (or resume) a fresh student adapter and train it on the teachers' kept samples of
+    every domain, by cross-entropy (sft) or by the forward KL from the routed teacher (soft)."""
+    cfg.check()
+    domains = get_domains(cfg.domains)
+    data = data if data is not None else collect(bank, cfg)
+    kept = data.kept(cfg.keep)
+    if not kept:
+        raise ValueError(f"no {cfg.keep} teacher samples to train on ({data.counts()}); sample more "
+                         "(samples_per_prompt, prompts_per_domain) or train the teachers first")
+    if cfg.adapter in cfg.route.values():
+        raise ValueError(f"name={cfg.adapter!r} is a teacher's name; give the student another name")
+    bank.start(cfg.adapter, None, seed=cfg.seed)
+    bank.set_checkpointing(cfg.gradient_checkpointing)
+    params = list(bank.parameters(cfg.adapter).values())
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    generator = torch.Generator().manual_seed(cfg.seed)   # unused by the loop: the data order is seeded per epoch
+    run = Run.open(cfg.experiment, cfg.adapter, cfg)
+    start = run.resume(bank, cfg.adapter, optimizer, generator)
+    if start == 1:   # the teachers' sampling is this run's first cost: a step-0 row
+        counts = data.counts()
+        run.log({"step": 0, **data.cost, "kept": len(kept), "sampled": len(data.completions),
+                 **{f"{k}/{d}": v for d, c in counts.items() for k, v in c.items()}})
+        run.seconds += data.seconds
+    with bank.use(cfg.adapter, trainable=True) as model:
+        for step in tqdm(range(start, cfg.steps + 1), desc=cfg.adapter, disable=not cfg.progress,
+                         initial=start - 1, total=cfg.steps):
+            started = time.perf_counter()
+            rows = [kept[i] for i in batch_indices(len(kept), cfg.batch_size, step, cfg.seed)]
+            order = list(domains)   # domain blocks: each teacher's rows are a slice (one fused routed pass)
+            rows.sort(key=lambda i: order.index(data.examples[i].task))
+            rollout = pack(model, bank.tokenizer, [data.examples[i] for i in rows],
+                           [data.completions[i] for i in rows])
+            row = {"step": step, "epoch": (step - 1) * cfg.batch_size / len(kept)}
+            if cfg.loss == "soft":   # the routed teachers prefill the batch (no grad), as MOPD's scoring
+                teacher_logits = routing.score(bank, rollout, cfg.route, k=1).logits
+                row["cost/teacher_prefill_tokens"] = cost.forward_tokens(rollout)
+            model.train()
+            logits = completion_logits(model, rollout)                       # (B, C, V)
+            model.eval()
+            if cfg.loss == "sft":
+                loss, info = sft_loss(logits, rollout.completion_ids, rollout.completion_mask)
+            else:
+                loss, info = soft_label_kl(logits, teacher_logits, rollout.completion_mask)
+            row.update(loss=loss.item(), **guarded_step(loss, params, optimizer, cfg.grad_clip), **cost.trained(rollout))
+            for d in domains:
+                idx = [i for i, ex in enumerate(rollout.examples) if ex.task == d]
+                row[f"rows/{d}"] = len(idx)
+            run.seconds += time.perf_counter() - started
+            if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+                row.update(accuracy_by_length(model, bank.tokenizer, domains, cfg.eval_n, cfg.eval_split))
+            run.log(row)
+            if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+                run.save(step, bank, cfg.adapter, optimizer, generator)
+    run.finish(bank, cfg.adapter)
+    return run
