@@ -39,7 +39,7 @@ from peft.tuners.lora import LoraLayer
 from torch import Tensor, nn
 
 from .adapters import BASE, AdapterBank
-from .losses import log_softmax_at
+from .losses import log_softmax_at, reverse_kl
 from .rollout import Rollout, completion_logits
 
 MODES = ("mixed", "swap")
@@ -207,3 +207,18 @@ def _bank_logits(bank: AdapterBank, rollout: Rollout, names: list[str], mode: st
         if was_training:
             bank.model.train()
     return logits
+
+
+@torch.no_grad()
+def kl_on_samples(bank: AdapterBank, rollout: Rollout, student: str, teachers: list[str]) -> dict[str, float]:
+    """The exact per-token reverse KL(student || teacher), token mean over the rollout's completion
+    tokens, for each teacher (an adapter, BASE or a foreign teacher) on the SAME samples: how far
+    apart two teachers start from one student (the same-origin ablation's first number)."""
+    with bank.use(student) as model:
+        student_logits = completion_logits(model, rollout)                   # (B, C, V)
+    out = {}
+    for name in teachers:
+        t = score(bank, rollout, {d: name for d in set(rollout.domains)}, k=1)
+        _, info = reverse_kl(student_logits, t.logits, rollout.completion_mask)
+        out[name] = (info["kl"].sum() / rollout.completion_mask.sum()).item()
+    return out
