@@ -42,49 +42,63 @@ def cell(c, digits=2, signed=False):
     return f.format(c[0]) + (f" ± {c[1]:.{digits}f}" if c[1] else "")
 
 
-def run(args) -> dict:
+def plan(args) -> list[tuple[str, int]]:
+    """The order the studies run in: the origin study for every seed first (the rounds and the
+    two-teacher UCMOPD comparison reuse its normal PG student), then the rest seed by seed, so that
+    a run stopped early has whole studies for the first seeds."""
+    first = [("origin", s) for s in args.seeds] if any(x in args.studies for x in STUDIES) else []
+    rest = [(study, s) for s in args.seeds for study in ("rounds", "ucmopd") if study in args.studies]
+    return first + rest
+
+
+def run(args, write=None) -> dict:
+    """Train (or reload) every run of the plan; evaluate each new adapter once; after each study,
+    `write(results)` if given (so docs/ always reflect the studies finished so far)."""
     torch.set_num_threads(1)
     bank, other = ab.ablation_banks(device="cpu")
     exp = "ablations"
+    n = 8 if args.quick else args.n
     seconds, results = {}, {"origin": {}, "rounds": {}, "ucmopd": {}}
+    results["settings"] = {**args.student, "teacher_steps": args.teacher_steps, "seeds": args.seeds,
+                           "from_round1_seeds": [s for s in args.from_round1_seeds if s in args.seeds], "n": n}
+    results["seconds"] = seconds
     t = time.time()
     ab.teachers(bank, other, exp, quick=args.quick)
     seconds["teachers (3 GRPO runs)"] = time.time() - t
-    for seed in args.seeds:
-        s = str(seed)
-        if "origin" in args.studies or "rounds" in args.studies or "ucmopd" in args.studies:
-            t = time.time()
+    results["other_table"] = mm.evaluate(other, ["base", "teacher_binding"], n=n)
+    results["table"] = mm.evaluate(bank, ["base", "teacher_binding", "teacher_recall"], n=n)
+    for study, seed in plan(args):
+        t, s = time.time(), str(seed)
+        if study == "origin":
             losses = args.losses if "origin" in args.studies else ("pg",)
-            results["origin"][s] = ab.origin_study(bank, seed, losses=losses, experiment=exp, quick=args.quick)
-            seconds[f"origin seed {seed}"] = time.time() - t
-        if "rounds" in args.studies:
-            t = time.time()
-            results["rounds"][s] = ab.multi_round(bank, seed, experiment=exp, quick=args.quick,
-                                                  from_round1=not args.no_from_round1)
-            seconds[f"rounds seed {seed}"] = time.time() - t
-        if "ucmopd" in args.studies:
-            t = time.time()
-            results["ucmopd"][s] = ab.ucmopd_study(bank, seed, experiment=exp, quick=args.quick)
-            seconds[f"ucmopd seed {seed}"] = time.time() - t
-        print(f"seed {seed} done: " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()), flush=True)
+            out = ab.origin_study(bank, seed, losses=losses, experiment=exp, quick=args.quick, **args.student)
+        elif study == "rounds":
+            out = ab.multi_round(bank, seed, experiment=exp, quick=args.quick, teacher_steps=args.teacher_steps,
+                                 from_round1=seed in args.from_round1_seeds, **args.student)
+        else:
+            out = ab.ucmopd_study(bank, seed, experiment=exp, quick=args.quick, **args.student)
+        results[study][s] = out
+        new = [a for a in bank.names if a not in results["table"]["acc"]]
+        results["table"]["acc"].update(mm.evaluate(bank, new, n=n)["acc"])
+        seconds[f"{study} seed {seed}"] = time.time() - t
+        print(f"{study} seed {seed}: {seconds[f'{study} seed {seed}']:.0f} s", flush=True)
+        if write:
+            write(results)
     if "origin" not in args.studies:
         results["origin"] = {}
-    t = time.time()
-    n = 8 if args.quick else args.n
-    results["table"] = mm.evaluate(bank, ["base"] + bank.names, n=n)
-    results["other_table"] = mm.evaluate(other, ["base", "teacher_binding"], n=n)
-    seconds["evaluate"] = time.time() - t
-    results["seconds"] = seconds
     return results
 
 
 def report(results: dict, summary: dict, cmd: str, machine: str) -> str:
+    st = results["settings"]
     lines = ["# Ablations: a teacher of another origin, multi-round MOPD, UCMOPD", "",
              "Every number on this page was written by one command, on the machine below:", "",
              "```bash", cmd, "```", "",
              f"Machine: {machine}. Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. "
              f"Test prompts per domain and length: {results['table']['n']}. Students: `MOPDConfig.for_model(\"tiny\")` "
-             "(300 steps); teachers: `GRPOConfig.for_model(\"tiny\")` (200 steps); the studies are the functions of "
+             f"with {st['steps']} steps (the course's notebook 03: 300; in-run evaluation every {st['eval_every']} steps on "
+             f"{st['eval_n']} prompts per length); round-1 teachers: `GRPOConfig.for_model(\"tiny\")` (200 steps, seed 0, "
+             "as notebook 02); the studies are the functions of "
              "`mopd_mini/ablations.py`. Accuracy: greedy, relaxed match, test split, mean over the domain's "
              "evaluation lengths (binding 16/24/32, recall 16/24). Mean ± population std over the seeds shown.", "",
              f"Base: binding {summary['base']['binding']:.2f}, recall {summary['base']['recall']:.2f}. "
@@ -125,10 +139,10 @@ def report(results: dict, summary: dict, cmd: str, machine: str) -> str:
     if "rounds" in summary and summary["rounds"]["rows"]:
         r = summary["rounds"]
         lines += ["## 2. Multi-round MOPD (paper section 4.4.3, Table 4)", "",
-                  "Round 2: each domain's teacher is trained by GRPO (200 steps, the teacher preset) starting from a "
+                  f"Round 2: each domain's teacher is trained by GRPO ({st['teacher_steps']} steps) starting from a "
                   "COPY of the round-1 student (`GRPOConfig(init_from=\"student_pg_s<seed>\")`); a round-2 student is "
-                  "then distilled from the round-2 teachers (MOPD-PG, 300 steps), starting from the base (as stage 3 "
-                  "does) and, separately, from a copy of the round-1 student (`MOPDConfig(init_from=...)`). All are "
+                  f"then distilled from the round-2 teachers (MOPD-PG, {st['steps']} steps), starting from the base (as stage 3 "
+                  f"does) and, for seeds {st['from_round1_seeds']}, from a copy of the round-1 student (`MOPDConfig(init_from=...)`). All are "
                   "normalised against the ROUND-1 teachers (fixed denominator: above 1.0 = better than round 1); "
                   "each round-2 teacher on its own domain.", "",
                   "| model | binding | recall | mean | per seed (mean) | paper |", "| --- | --- | --- | --- | --- | --- |",
@@ -143,7 +157,7 @@ def report(results: dict, summary: dict, cmd: str, machine: str) -> str:
         opts = ab.ucmopd_options()
         lines += ["## 3. UCMOPD vs plain MOPD (arXiv 2608.26735)", "",
                   f"UCMOPD = Golden-Gain Enhancement ({opts['golden_gain']}) + Teacher-Endorsement Filtering; MOPD-PG, "
-                  "300 steps, both. *two teachers*: the course's setting (the plain run is the origin study's normal "
+                  f"{st['steps']} steps, both. *two teachers*: the course's setting (the plain run is the origin study's normal "
                   "run). *capability preservation*: binding from its teacher, recall prompts routed to the stage-1 base "
                   "as the \"general\" teacher (`MOPDConfig(teachers={\"recall\": \"base\"})`).", "",
                   "| setting | method | binding | recall | binding normalised | recall normalised | binding gained "
@@ -191,25 +205,37 @@ def main(argv=None):
     p.add_argument("--losses", nargs="+", default=["pg", "topk"], help="origin study: the loss forms")
     p.add_argument("--studies", nargs="+", default=list(STUDIES), choices=STUDIES)
     p.add_argument("--n", type=int, default=200, help="test prompts per domain and length")
-    p.add_argument("--no-from-round1", action="store_true", help="multi-round: skip the student started from round 1")
+    p.add_argument("--steps", type=int, default=150, help="steps of every student (the course's preset: 300)")
+    p.add_argument("--teacher-steps", type=int, default=100, help="GRPO steps of each round-2 teacher")
+    p.add_argument("--eval-every", type=int, default=50, help="students' in-run evaluation interval")
+    p.add_argument("--eval-n", type=int, default=32, help="test prompts per length in the in-run evaluations")
+    p.add_argument("--from-round1-seeds", type=int, nargs="*", default=[0],
+                   help="multi-round: seeds that also train a round-2 student started from the round-1 student")
     p.add_argument("--quick", action="store_true", help="3 steps per run, in memory, one seed: a smoke test")
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     args = p.parse_args(argv)
-    if args.quick:
-        args.seeds = args.seeds[:1]
-    results = run(args)
-    summary = ab.summarise(results)
+    if args.quick:  # one seed, PG only, 3 steps per run, in memory
+        args.seeds, args.losses, args.from_round1_seeds = args.seeds[:1], ["pg"], []
+    args.student = {"steps": args.steps, "eval_every": args.eval_every, "eval_n": args.eval_n}
     cmd = command("bench.ablations", argv)
-    text = report(results, summary, cmd, machine_line())
+
+    def write(results):
+        summary = ab.summarise(results)
+        text = report(results, summary, cmd, machine_line())
+        if args.no_write:
+            return summary, text
+        (DOCS / "figures").mkdir(parents=True, exist_ok=True)
+        figures(results, summary, DOCS / "figures")
+        atomic_write(DOCS / "ablations.json", json.dumps({"command": cmd, "machine": machine_line(), **results,
+                                                          "summary": summary}, indent=1, default=str).encode())
+        atomic_write(DOCS / "ablations.md", text.encode())
+        return summary, text
+
+    results = run(args, write)
+    summary, text = write(results)
     print(text)
-    if args.no_write:
-        return results, summary
-    (DOCS / "figures").mkdir(parents=True, exist_ok=True)
-    figures(results, summary, DOCS / "figures")
-    atomic_write(DOCS / "ablations.json", json.dumps({"command": cmd, "machine": machine_line(), **results,
-                                                      "summary": summary}, indent=1, default=str).encode())
-    atomic_write(DOCS / "ablations.md", text.encode())
-    print(f"wrote {DOCS / 'ablations.md'}, {DOCS / 'ablations.json'} and the figures")
+    if not args.no_write:
+        print(f"wrote {DOCS / 'ablations.md'}, {DOCS / 'ablations.json'} and the figures")
     return results, summary
 
 

@@ -34,6 +34,7 @@ from .domains import get_domains
 from .grpo import GRPOConfig, train_teacher
 from .models import TINY, TINY_OTHER, load_base
 from .rollout import sample
+from .runs import experiment_name, fast_or
 from .ucmopd import Endorsement, GoldenGain
 
 OTHER = "teacher_binding_other"  # the foreign binding teacher's name in the course bank
@@ -52,15 +53,25 @@ def _quick(cfg, quick: bool):
     return replace(cfg, steps=3, eval_every=3, eval_n=4, experiment=None) if quick else cfg
 
 
-def student_config(name: str, seed: int, experiment: str, quick: bool = False, **overrides) -> MOPDConfig:
-    cfg = MOPDConfig.for_model("tiny", experiment=experiment, progress=False, seed=seed, student=name)
-    cfg = replace(cfg, track_steps=(), **overrides)
+def student_config(name: str, seed: int, experiment: str, quick: bool = False, steps: int | None = None,
+                   **overrides) -> MOPDConfig:
+    """The tiny student preset (MOPD_FAST=1: half the steps, runs/<experiment>-fast/); `steps`
+    replaces the preset's step count (the notebook's live runs are shorter)."""
+    cfg = MOPDConfig.for_model("tiny", experiment=experiment_name(experiment), progress=False, seed=seed,
+                               student=name, track_steps=(), **overrides)
+    if steps is not None:
+        cfg = replace(cfg, steps=fast_or(steps, max(1, steps // 2)))
     return _quick(cfg, quick)
 
 
-def teacher_config(domain: str, seed: int, experiment: str, quick: bool = False, **overrides) -> GRPOConfig:
-    cfg = GRPOConfig.for_model("tiny", domain=domain, experiment=experiment, progress=False, seed=seed)
-    return _quick(replace(cfg, **overrides), quick)
+def teacher_config(domain: str, seed: int, experiment: str, quick: bool = False, steps: int | None = None,
+                   **overrides) -> GRPOConfig:
+    """The tiny teacher preset, as `student_config`."""
+    cfg = GRPOConfig.for_model("tiny", domain=domain, experiment=experiment_name(experiment), progress=False,
+                               seed=seed, **overrides)
+    if steps is not None:
+        cfg = replace(cfg, steps=fast_or(steps, max(1, steps // 2)))
+    return _quick(cfg, quick)
 
 
 def teachers(bank: AdapterBank, other: AdapterBank, experiment: str = "ablations", quick: bool = False) -> dict:
@@ -97,13 +108,14 @@ def initial_kl(bank: AdapterBank, seed: int, n: int = 256, foreign: str = OTHER)
 
 
 def origin_study(bank: AdapterBank, seed: int, losses=("pg", "topk"), experiment: str = "ablations",
-                 quick: bool = False) -> dict:
+                 quick: bool = False, steps: int | None = None, **overrides) -> dict:
     """For each loss: the normal two-teacher student and the one whose binding teacher is OTHER."""
     out = {"initial_kl": initial_kl(bank, seed, n=16 if quick else 256), "runs": {}}
     for loss in losses:
         for kind, route in (("same", None), ("other", {"binding": OTHER})):
             name = f"{'student' if kind == 'same' else 'foreign'}_{loss}_s{seed}"
-            run = train_student(bank, student_config(name, seed, experiment, quick, loss=loss, teachers=route))
+            run = train_student(bank, student_config(name, seed, experiment, quick, steps, loss=loss, teachers=route,
+                                                     **overrides))
             out["runs"][name] = {"loss": loss, "origin": kind, "seed": seed, "curve": _curve(run)}
     return out
 
@@ -114,7 +126,7 @@ def origin_study(bank: AdapterBank, seed: int, losses=("pg", "topk"), experiment
 
 
 def multi_round(bank: AdapterBank, seed: int, experiment: str = "ablations", from_round1: bool = True,
-                quick: bool = False) -> dict:
+                quick: bool = False, steps: int | None = None, teacher_steps: int | None = None, **overrides) -> dict:
     """Round-2 teachers by GRPO from a copy of the round-1 student (student_pg_s<seed>, from
     origin_study), then round-2 students from them: from the base (as stage 3 does) and, with
     `from_round1`, from a copy of the round-1 student."""
@@ -123,11 +135,12 @@ def multi_round(bank: AdapterBank, seed: int, experiment: str = "ablations", fro
     r2 = {d: f"r2_teacher_{d}_s{seed}" for d in ("binding", "recall")}
     out = {"round1_student": round1, "round2_teachers": r2, "runs": {}}
     for d, name in r2.items():
-        run = train_teacher(bank, teacher_config(d, seed, experiment, quick, init_from=round1, name=name))
+        run = train_teacher(bank, teacher_config(d, seed, experiment, quick, teacher_steps, init_from=round1, name=name))
         out["runs"][name] = {"curve": _curve(run)}
     starts = {f"r2_student_s{seed}": None} | ({f"r2_student_from_r1_s{seed}": round1} if from_round1 else {})
     for name, init in starts.items():
-        run = train_student(bank, student_config(name, seed, experiment, quick, teachers=r2, init_from=init))
+        run = train_student(bank, student_config(name, seed, experiment, quick, steps, teachers=r2, init_from=init,
+                                                 **overrides))
         out["runs"][name] = {"init_from": init, "curve": _curve(run)}
     return out
 
@@ -144,7 +157,7 @@ def ucmopd_options() -> dict:
 
 
 def ucmopd_study(bank: AdapterBank, seed: int, experiment: str = "ablations", settings=("two", "preserve"),
-                 quick: bool = False) -> dict:
+                 quick: bool = False, steps: int | None = None, **overrides) -> dict:
     """UCMOPD vs plain MOPD (PG). "two": the course's two teachers (plain = student_pg_s<seed> of
     origin_study); "preserve": binding from its teacher, recall prompts routed to the stage-1 base."""
     out = {"runs": {}}
@@ -156,7 +169,8 @@ def ucmopd_study(bank: AdapterBank, seed: int, experiment: str = "ablations", se
             else:
                 name = f"{'uc' if setting == 'two' else 'keep'}_{method}_s{seed}"
             options = ucmopd_options() if method == "ucmopd" else {}
-            run = train_student(bank, student_config(name, seed, experiment, quick, teachers=route, **options))
+            run = train_student(bank, student_config(name, seed, experiment, quick, steps, teachers=route, **options,
+                                                     **overrides))
             out["runs"][name] = {"setting": setting, "method": method, "seed": seed, "curve": _curve(run)}
     return out
 
