@@ -43,29 +43,33 @@ def cell(c, digits=2, signed=False):
 
 
 def plan(args) -> list[tuple[str, int]]:
-    """The order the studies run in: the origin study for every seed first (the rounds and the
-    two-teacher UCMOPD comparison reuse its normal PG student), then the rest seed by seed, so that
-    a run stopped early has whole studies for the first seeds."""
-    first = [("origin", s) for s in args.seeds] if any(x in args.studies for x in STUDIES) else []
-    rest = [(study, s) for s in args.seeds for study in ("rounds", "ucmopd") if study in args.studies]
-    return first + rest
+    """The order the studies run in: seed by seed, the origin study first (the rounds and the
+    two-teacher UCMOPD comparison reuse its normal PG student), so that a run stopped early has
+    every study for the first seeds."""
+    seeds = {"origin": args.seeds, "rounds": args.rounds_seeds or args.seeds, "ucmopd": args.ucmopd_seeds or args.seeds}
+    order = sorted({s for study in args.studies for s in seeds[study]})
+    return [(study, s) for s in order for study in STUDIES if study in args.studies and s in seeds[study]]
 
 
 def run(args, write=None) -> dict:
     """Train (or reload) every run of the plan; evaluate each new adapter once; after each study,
     `write(results)` if given (so docs/ always reflect the studies finished so far)."""
     torch.set_num_threads(1)
-    bank, other = ab.ablation_banks(device="cpu")
+    # rounds and UCMOPD need no teacher of another origin
+    bank, other = ab.ablation_banks(ab.TINY_OTHER if "origin" in args.studies else None, device="cpu")
     exp = "ablations"
     n = 8 if args.quick else args.n
     seconds, results = {}, {"origin": {}, "rounds": {}, "ucmopd": {}}
     results["settings"] = {**args.student, "teacher_steps": args.teacher_steps, "seeds": args.seeds,
-                           "from_round1_seeds": [s for s in args.from_round1_seeds if s in args.seeds], "n": n}
+                           "rounds_seeds": args.rounds_seeds or args.seeds, "ucmopd_seeds": args.ucmopd_seeds or args.seeds,
+                           "from_round1_seeds": [s for s in args.from_round1_seeds if s in (args.rounds_seeds or args.seeds)],
+                           "n": n}
     results["seconds"] = seconds
     t = time.time()
     ab.teachers(bank, other, exp, quick=args.quick)
-    seconds["teachers (3 GRPO runs)"] = time.time() - t
-    results["other_table"] = mm.evaluate(other, ["base", "teacher_binding"], n=n)
+    seconds["round-1 teachers (and the other base's)"] = time.time() - t
+    if other is not None:
+        results["other_table"] = mm.evaluate(other, ["base", "teacher_binding"], n=n)
     results["table"] = mm.evaluate(bank, ["base", "teacher_binding", "teacher_recall"], n=n)
     for study, seed in plan(args):
         t, s = time.time(), str(seed)
@@ -205,17 +209,20 @@ def main(argv=None):
     p.add_argument("--losses", nargs="+", default=["pg", "topk"], help="origin study: the loss forms")
     p.add_argument("--studies", nargs="+", default=list(STUDIES), choices=STUDIES)
     p.add_argument("--n", type=int, default=200, help="test prompts per domain and length")
-    p.add_argument("--steps", type=int, default=150, help="steps of every student (the course's preset: 300)")
+    p.add_argument("--steps", type=int, default=100, help="steps of every student (the course's preset: 300)")
     p.add_argument("--teacher-steps", type=int, default=100, help="GRPO steps of each round-2 teacher")
-    p.add_argument("--eval-every", type=int, default=50, help="students' in-run evaluation interval")
+    p.add_argument("--eval-every", type=int, default=25, help="students' in-run evaluation interval")
     p.add_argument("--eval-n", type=int, default=32, help="test prompts per length in the in-run evaluations")
     p.add_argument("--from-round1-seeds", type=int, nargs="*", default=[0],
                    help="multi-round: seeds that also train a round-2 student started from the round-1 student")
+    p.add_argument("--rounds-seeds", type=int, nargs="*", help="multi-round: other seeds than --seeds")
+    p.add_argument("--ucmopd-seeds", type=int, nargs="*", help="UCMOPD: other seeds than --seeds")
     p.add_argument("--quick", action="store_true", help="3 steps per run, in memory, one seed: a smoke test")
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     args = p.parse_args(argv)
     if args.quick:  # one seed, PG only, 3 steps per run, in memory
         args.seeds, args.losses, args.from_round1_seeds = args.seeds[:1], ["pg"], []
+        args.rounds_seeds = args.ucmopd_seeds = None
     args.student = {"steps": args.steps, "eval_every": args.eval_every, "eval_n": args.eval_n}
     cmd = command("bench.ablations", argv)
 

@@ -42,10 +42,11 @@ CURVE_KEYS = ("step", "kl/binding", "kl/recall", "reward/binding", "reward/recal
               "gg_kept/recall", "tef_masked/binding", "tef_masked/recall")
 
 
-def ablation_banks(other: str = TINY_OTHER, device=None) -> tuple[AdapterBank, AdapterBank]:
-    """The course's bank (tiny base) and the other origin's bank (default: the tiny-other base)."""
-    return (AdapterBank(*load_base(TINY, device=device)),
-            AdapterBank(*load_base(other, device=device, dtype=torch.float32)))
+def ablation_banks(other: str | None = TINY_OTHER, device=None) -> tuple[AdapterBank, AdapterBank | None]:
+    """The course's bank (tiny base) and the other origin's bank (default: the tiny-other base;
+    None: no second bank, for the studies that need none)."""
+    bank = AdapterBank(*load_base(TINY, device=device))
+    return bank, None if other is None else AdapterBank(*load_base(other, device=device, dtype=torch.float32))
 
 
 def _quick(cfg, quick: bool):
@@ -74,13 +75,23 @@ def teacher_config(domain: str, seed: int, experiment: str, quick: bool = False,
     return _quick(cfg, quick)
 
 
-def teachers(bank: AdapterBank, other: AdapterBank, experiment: str = "ablations", quick: bool = False) -> dict:
+def teachers(bank: AdapterBank, other: AdapterBank | None, experiment: str = "ablations", quick: bool = False) -> dict:
     """Round-1 teachers on the course base (seed 0, as the course's), the other base's binding
-    teacher (seed 0), registered in `bank` as OTHER (allow_foreign: on purpose). Returns the runs."""
+    teacher (seed 0), registered in `bank` as OTHER (allow_foreign: on purpose; `other=None`
+    skips it). Returns the runs."""
     runs = {f"teacher_{d}": train_teacher(bank, teacher_config(d, 0, experiment, quick)) for d in ("binding", "recall")}
-    runs[OTHER] = train_teacher(other, teacher_config("binding", 0, f"{experiment}/other", quick))
-    bank.add_foreign(OTHER, other, "teacher_binding", allow_foreign=True)
+    if other is not None:
+        runs[OTHER] = train_teacher(other, teacher_config("binding", 0, f"{experiment}/other", quick))
+        bank.add_foreign(OTHER, other, "teacher_binding", allow_foreign=True)
     return runs
+
+
+def normal_student(bank: AdapterBank, seed: int, loss: str = "pg", experiment: str = "ablations",
+                   quick: bool = False, steps: int | None = None, **overrides):
+    """The normal two-teacher student student_<loss>_s<seed> (trained, or reloaded): the origin
+    study's reference, the round-1 student of multi_round, plain MOPD in ucmopd_study."""
+    name = f"student_{loss}_s{seed}"
+    return name, train_student(bank, student_config(name, seed, experiment, quick, steps, loss=loss, **overrides))
 
 
 def _curve(run) -> list[dict]:
@@ -112,11 +123,12 @@ def origin_study(bank: AdapterBank, seed: int, losses=("pg", "topk"), experiment
     """For each loss: the normal two-teacher student and the one whose binding teacher is OTHER."""
     out = {"initial_kl": initial_kl(bank, seed, n=16 if quick else 256), "runs": {}}
     for loss in losses:
-        for kind, route in (("same", None), ("other", {"binding": OTHER})):
-            name = f"{'student' if kind == 'same' else 'foreign'}_{loss}_s{seed}"
-            run = train_student(bank, student_config(name, seed, experiment, quick, steps, loss=loss, teachers=route,
-                                                     **overrides))
-            out["runs"][name] = {"loss": loss, "origin": kind, "seed": seed, "curve": _curve(run)}
+        name, run = normal_student(bank, seed, loss, experiment, quick, steps, **overrides)
+        out["runs"][name] = {"loss": loss, "origin": "same", "seed": seed, "curve": _curve(run)}
+        name = f"foreign_{loss}_s{seed}"
+        run = train_student(bank, student_config(name, seed, experiment, quick, steps, loss=loss,
+                                                 teachers={"binding": OTHER}, **overrides))
+        out["runs"][name] = {"loss": loss, "origin": "other", "seed": seed, "curve": _curve(run)}
     return out
 
 
@@ -130,8 +142,7 @@ def multi_round(bank: AdapterBank, seed: int, experiment: str = "ablations", fro
     """Round-2 teachers by GRPO from a copy of the round-1 student (student_pg_s<seed>, from
     origin_study), then round-2 students from them: from the base (as stage 3 does) and, with
     `from_round1`, from a copy of the round-1 student."""
-    round1 = f"student_pg_s{seed}"
-    bank.check(round1)
+    round1, _ = normal_student(bank, seed, "pg", experiment, quick, steps, **overrides)  # reloaded if trained
     r2 = {d: f"r2_teacher_{d}_s{seed}" for d in ("binding", "recall")}
     out = {"round1_student": round1, "round2_teachers": r2, "runs": {}}
     for d, name in r2.items():
@@ -164,13 +175,13 @@ def ucmopd_study(bank: AdapterBank, seed: int, experiment: str = "ablations", se
     for setting in settings:
         route = None if setting == "two" else {"recall": BASE}
         for method in ("mopd", "ucmopd"):
-            if setting == "two" and method == "mopd":
-                name = f"student_pg_s{seed}"          # origin_study's normal run (reloaded, not retrained)
+            if setting == "two" and method == "mopd":  # the normal run (reloaded if trained)
+                name, run = normal_student(bank, seed, "pg", experiment, quick, steps, **overrides)
             else:
                 name = f"{'uc' if setting == 'two' else 'keep'}_{method}_s{seed}"
-            options = ucmopd_options() if method == "ucmopd" else {}
-            run = train_student(bank, student_config(name, seed, experiment, quick, steps, teachers=route, **options,
-                                                     **overrides))
+                options = ucmopd_options() if method == "ucmopd" else {}
+                run = train_student(bank, student_config(name, seed, experiment, quick, steps, teachers=route,
+                                                         **options, **overrides))
             out["runs"][name] = {"setting": setting, "method": method, "seed": seed, "curve": _curve(run)}
     return out
 

@@ -254,9 +254,9 @@ def ucmopd(summary: dict):
                      label=label if j == 0 else None)
         for j, d in enumerate(("binding", "recall")):
             ax.plot([j - 0.4, j + 0.4], [summary["base"][d]] * 2, "k:", label="base" if j == 0 else None)
-        ax.set(xticks=[0, 1], xticklabels=["binding", "recall"], ylim=(0, 1), ylabel="accuracy (mean over L)",
-               title=titles.get(setting, setting))
-        ax.legend(fontsize=7, loc="lower left")
+        ax.set(xticks=[0, 1], xticklabels=["binding", "recall"], ylim=(0, 1.3), ylabel="accuracy (mean over L)",
+               yticks=np.linspace(0, 1, 6), title=titles.get(setting, setting))
+        ax.legend(fontsize=7, loc="upper left")
         ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     return fig

@@ -44,3 +44,16 @@ def test_sections_are_rewritten_in_place(tmp_path):
     assert "new" in text and "old" not in text and text.count("<!-- begin:step -->") == 1
     assert "| a figure | <= 2x | 1.9x | met |" in text and "| b figure | <= 1.1x | 1.0x | met |" in text
     assert text.index("begin:summary") < text.index("begin:step") < text.index("begin:routing")
+
+
+def test_ablations_quick(monkeypatch, tmp_path):
+    """bench.ablations --quick runs every study's code path (3 steps per run, in memory) and
+    writes nothing; its summary has every study."""
+    monkeypatch.delenv("MOPD_FAST", raising=False)
+    ablations = importlib.import_module("bench.ablations")
+    monkeypatch.setattr(ablations, "DOCS", tmp_path)
+    results, summary = ablations.main(["--quick", "--no-write"])
+    assert not any(tmp_path.iterdir())
+    assert {"origin", "rounds", "ucmopd"} <= set(summary)
+    assert summary["origin"]["initial_kl"]["ratio"][0] > 0
+    assert set(summary["ucmopd"]["settings"]) == {"two", "preserve"}
