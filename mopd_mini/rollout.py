@@ -140,12 +140,17 @@ def _draw(probs: Tensor, generator: torch.Generator | None) -> Tensor:
 
 @torch.no_grad()
 def sample(model, tokenizer, examples: list, *, temperature: float = 1.0, greedy: bool = False,
-           max_new_tokens: int = 8, generator: torch.Generator | None = None, **forward_kwargs) -> Rollout:
+           max_new_tokens: int = 8, generator: torch.Generator | None = None, top_p: float = 1.0,
+           **forward_kwargs) -> Rollout:
     """One completion per example from `model` as it is now (its active adapter):
     y_t ~ softmax(logits_t / temperature), no truncation; `greedy` takes the argmax instead.
+    `top_p` < 1 truncates to the nucleus (UCMOPD's exploration samples only; MOPD itself never
+    truncates); `sample_logprobs` are then those of the truncated, renormalised distribution.
     `forward_kwargs` go to every forward (e.g. peft's `adapter_names` for a mixed batch)."""
     if not greedy and not temperature > 0:
         raise ValueError(f"temperature must be > 0 (got {temperature}); use greedy=True for argmax decoding")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1] (1: no truncation), got {top_p}")
     device = next(model.parameters()).device
     prompts = [e.prompt for e in examples]
     distinct = {p: i for i, p in enumerate(dict.fromkeys(prompts))}        # GRPO repeats each prompt G times
@@ -168,6 +173,8 @@ def sample(model, tokenizer, examples: list, *, temperature: float = 1.0, greedy
             cache.reorder_cache(row_of)
             logits, ids, mask, step_pos = logits[row_of], ids[row_of], mask[row_of], step_pos[row_of]
         logp = torch.log_softmax(logits.float() / (1.0 if greedy else temperature), -1)  # (B, V)
+        if top_p < 1 and not greedy:
+            logp = nucleus(logp, top_p)
         y = logp.argmax(-1) if greedy else _draw(logp.exp(), generator)
         alive = ~done                                          # this step's token is real for these rows
         y = torch.where(alive, y, tokenizer.pad_token_id)      # finished rows only pad
@@ -201,6 +208,35 @@ def pack(model, tokenizer, examples: list, completions: list[list[int]]) -> Roll
     return Rollout(torch.cat([prompt_ids, ids], 1).to(device),
                    torch.cat([prompt_mask, completion_mask.long()], 1).to(device), completion_mask.to(device),
                    prompt_ids.shape[1], list(examples), torch.zeros_like(completion_mask).to(device), ended)
+
+
+def nucleus(logp: Tensor, top_p: float) -> Tensor:
+    """Top-p truncation of (B, V) log-probs: keep the most likely tokens whose cumulative mass
+    reaches top_p (the first always), renormalise; the others get -inf."""
+    sorted_logp, order = logp.sort(-1, descending=True)                     # (B, V)
+    before = sorted_logp.exp().cumsum(-1) - sorted_logp.exp()               # mass strictly before each
+    drop = torch.zeros_like(logp, dtype=torch.bool).scatter(-1, order, before >= top_p)  # vocabulary order
+    kept = logp.masked_fill(drop, -torch.inf)
+    return kept - kept.logsumexp(-1, keepdim=True)
+
+
+def concat(a: Rollout, b: Rollout, pad_id: int) -> Rollout:
+    """Two rollouts of the same prompts' width P as one batch (a's rows, then b's); the shorter
+    completion block is padded (mask 0), so every row scores as it would alone."""
+    if a.prompt_len != b.prompt_len:
+        raise ValueError(f"rollouts with prompt widths {a.prompt_len} and {b.prompt_len} cannot be "
+                         "concatenated; sample them from the same prompts")
+    C = max(a.completion_mask.shape[1], b.completion_mask.shape[1])
+
+    def widen(x: Tensor, extra: int, value) -> Tensor:
+        return torch.cat([x, x.new_full((len(x), extra), value)], 1) if extra else x
+
+    parts = [(r, C - r.completion_mask.shape[1]) for r in (a, b)]
+    return Rollout(torch.cat([widen(r.input_ids, e, pad_id) for r, e in parts]),
+                   torch.cat([widen(r.attention_mask, e, 0) for r, e in parts]),
+                   torch.cat([widen(r.completion_mask, e, 0) for r, e in parts]), a.prompt_len,
+                   list(a.examples) + list(b.examples),
+                   torch.cat([widen(r.sample_logprobs, e, 0) for r, e in parts]), torch.cat([a.ended, b.ended]))
 
 
 def completion_logits(model, rollout: Rollout, **forward_kwargs) -> Tensor:

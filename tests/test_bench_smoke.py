@@ -88,3 +88,16 @@ def test_baselines_protocol_runs_and_writes_its_page(monkeypatch, tmp_path):
         assert per["stage"]["cost/generated_tokens"] > 0 and per["stage"]["cost/teacher_prefill_tokens"] == 0
     again = baselines.main(["--quick", "--quiet", "--seeds", "0", "--no-write"])
     assert again["rows"]["mopd_pg"][0]["acc"] == rep["rows"]["mopd_pg"][0]["acc"]
+
+
+def test_ablations_quick(monkeypatch, tmp_path):
+    """bench.ablations --quick runs every study's code path (3 steps per run, in memory) and
+    writes nothing; its summary has every study."""
+    monkeypatch.delenv("MOPD_FAST", raising=False)
+    ablations = importlib.import_module("bench.ablations")
+    monkeypatch.setattr(ablations, "DOCS", tmp_path)
+    results, summary = ablations.main(["--quick", "--no-write"])
+    assert not any(tmp_path.iterdir())
+    assert {"origin", "rounds", "ucmopd"} <= set(summary)
+    assert summary["origin"]["initial_kl"]["ratio"][0] > 0
+    assert set(summary["ucmopd"]["settings"]) == {"two", "preserve"}
