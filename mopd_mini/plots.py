@@ -125,7 +125,7 @@ def token_heatmap(trace: list[dict], value: str = "kl", steps: tuple[int, ...] |
         for j, tok in enumerate(r["tokens"]):
             v = r[value][j]
             dark = abs(v) > 0.6 * top
-            ax.text(j, i, f"{tok.lstrip('▁')}\n{v:+.2f}" if signed else f"{tok.lstrip('▁')}\n{v:.2f}",
+            ax.text(j, i, f"{tok.lstrip('▁Ġ')}\n{v:+.2f}" if signed else f"{tok.lstrip('▁Ġ')}\n{v:.2f}",
                     ha="center", va="center", fontsize=7, color="white" if dark else "black")
     ax.set(xticks=range(width), xticklabels=[f"t{j}" for j in range(width)], yticks=range(len(rows)),
            yticklabels=[f"step {r['step']} · {r['domain']} · gold {r['answer']}" for r in rows],

