@@ -70,24 +70,28 @@ def extract(metrics: list[tuple[str, re.Pattern]], text: str, where: str) -> dic
 
 
 def compare(base: str, command: list[str], metrics: list, repeats: int = 3, base_bench: bool = False,
-            timeout: float | None = None, echo: bool = False) -> dict:
+            timeout: float | None = None, echo: bool = False, head: str | None = None) -> dict:
     """{"base": {name: [values]}, "head": {...}, "rev": sha, "load": [...]}: `command` alternated
-    between a worktree at `base` and this working tree, `repeats` times each."""
+    between a worktree at `base` and this working tree (or a worktree at `head`), `repeats` times each."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     sha = git("rev-parse", "--verify", f"{base}^{{commit}}")
     tmp = Path(tempfile.mkdtemp(prefix="mopd-compare-"))
-    tree = tmp / sha[:10]
+    tree, head_tree = tmp / sha[:10], ROOT
     git("worktree", "add", "--detach", str(tree), sha)
+    if head is not None:
+        head_tree = tmp / "head"
+        git("worktree", "add", "--detach", str(head_tree), git("rev-parse", "--verify", f"{head}^{{commit}}"))
     try:
-        if not base_bench:  # the same measuring script on both sides
-            shutil.rmtree(tree / "bench", ignore_errors=True)
-            shutil.copytree(ROOT / "bench", tree / "bench", ignore=shutil.ignore_patterns("__pycache__"))
+        for t in {tree, head_tree} - {ROOT}:
+            if not base_bench:  # the same measuring script on both sides
+                shutil.rmtree(t / "bench", ignore_errors=True)
+                shutil.copytree(ROOT / "bench", t / "bench", ignore=shutil.ignore_patterns("__pycache__"))
         values = {"base": {n: [] for n, _ in metrics}, "head": {n: [] for n, _ in metrics}}
         load = [os.getloadavg()]
         for rep in range(repeats):
             for side in (("base", "head") if rep % 2 == 0 else ("head", "base")):
-                where = tree if side == "base" else ROOT
+                where = tree if side == "base" else head_tree
                 text, wall = run_in(where, command, timeout)
                 if echo:
                     print(f"--- {side} ({sha[:10] if side == 'base' else 'working tree'}), repeat {rep + 1}, "
@@ -97,7 +101,8 @@ def compare(base: str, command: list[str], metrics: list, repeats: int = 3, base
                 load.append(os.getloadavg())
         return {**values, "rev": sha, "load": load}
     finally:
-        git("worktree", "remove", "--force", str(tree))
+        for t in {tree, head_tree} - {ROOT}:
+            git("worktree", "remove", "--force", str(t))
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -119,6 +124,7 @@ def main(argv=None) -> dict:
     p.add_argument("--base", required=True, help="the commit to compare against (e.g. HEAD~1, a sha)")
     p.add_argument("--metric", action="append", default=[], help="NAME=REGEX; repeat for several figures")
     p.add_argument("--repeats", type=int, default=3, help="runs of the command on each side (alternated)")
+    p.add_argument("--head", default=None, help="a commit to measure instead of this working tree")
     p.add_argument("--base-bench", action="store_true", help="run the base's own bench/ (default: this tree's)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per run of the command")
     p.add_argument("--section", help="write the table into docs/benchmarks.md as section change_SECTION")
@@ -128,9 +134,12 @@ def main(argv=None) -> dict:
     if not command:
         raise SystemExit("give the benchmark command after `--`")
     metrics = [parse_metric(m) for m in args.metric]
-    res = compare(args.base, command, metrics, args.repeats, args.base_bench, args.timeout, args.echo)
-    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
-    head_label = f"`{git('rev-parse', '--short=10', 'HEAD')}`" + (" + uncommitted changes" if dirty else "")
+    res = compare(args.base, command, metrics, args.repeats, args.base_bench, args.timeout, args.echo, args.head)
+    if args.head:
+        head_label = f"`{git('rev-parse', '--short=10', args.head)}`"
+    else:
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        head_label = f"`{git('rev-parse', '--short=10', 'HEAD')}`" + (" + uncommitted changes" if dirty else "")
     load = ", ".join(f"{a:.1f}" for a, _, _ in res["load"])
     full = shlex.join(["python", "-m", "bench.compare_commits", *own, "--", *command])
     lines = [f"## {args.title or 'Before / after: ' + (args.section or 'a change')}", "",

@@ -47,10 +47,10 @@ from .adapters import AdapterBank
 from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy_by_length
 from .losses import masked_mean, pg_loss, policy_gradient_loss, reverse_kl, topk_reverse_kl
-from .rollout import Rollout, check_budget, completion_logits, concat, sample, token_logprobs
+from .rollout import Rollout, check_budget, completion_logits, concat, prefill_reusable, sample, token_logprobs
 from .ucmopd import (Endorsement, GoldenGain, endorsement_mask, entropy, golden_gain_keep,
                      positive_advantage_density)
-from .runs import Run, adamw, check_loop, guarded_step, preset
+from .runs import Run, adamw, check_loop, guarded_step, preset, train_mode
 
 LOSSES = ("pg", "topk", "kl")
 
@@ -300,6 +300,9 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
     tracked = [ex for d in domains.values()
                for ex in d.test_examples(d.eval_lengths[0], cfg.track_prompts, cfg.seed + 1)]
     with bank.use(cfg.student, trainable=True) as model:
+        # prefill once: the sampler's prompt prefill runs with grad and the training forward reuses it
+        # (see rollout.completion_logits); where train mode differs from eval mode, a second pass
+        reuse = prefill_reusable(model, cfg.gradient_checkpointing) and cfg.golden_gain is None
         for step in tqdm(range(start, cfg.steps + 1), desc=cfg.student, disable=not cfg.progress,
                          initial=start - 1, total=cfg.steps):
             if step in cfg.track_steps:
@@ -309,7 +312,7 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
             examples = [ex for d in domains.values()
                         for ex in d.train_examples(step, cfg.prompts_per_domain, cfg.seed)]
             rollout = sample(model, bank.tokenizer, examples, temperature=cfg.temperature,
-                             max_new_tokens=cfg.max_new_tokens, generator=generator)
+                             max_new_tokens=cfg.max_new_tokens, generator=generator, grad_prefill=reuse)
             anchors = len(examples)
             if cfg.golden_gain is not None:                  # UCMOPD: m hotter samples per prompt too
                 gg = cfg.golden_gain
@@ -319,10 +322,9 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
                 rollout = concat(rollout, explore, bank.tokenizer.pad_token_id)
             # --- 2-3. route each completion to its domain's teacher, which scores it -----------
             teacher = routing.score(bank, rollout, cfg.route, mode=cfg.scoring, k=cfg.topk)
-            # --- 4. the student's log-probs, recomputed with grad; the loss ---------------------
-            model.train()
-            student_logits = completion_logits(model, rollout)                  # (B, C, V)
-            model.eval()
+            # --- 4. the student's logits with grad (on its sampling prefill when reused); the loss
+            with train_mode(model, enabled=not reuse):
+                student_logits = completion_logits(model, rollout, prefill=rollout.prefill)  # (B, C, V)
             if cfg.golden_gain is None and cfg.endorsement is None:
                 loss, info = mopd_objective(cfg, student_logits, rollout, teacher)
                 extra = {}
