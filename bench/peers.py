@@ -43,13 +43,12 @@ import sys
 import tempfile
 import time
 import warnings
-from contextlib import contextmanager
-from unittest import mock
 
 import torch
 
 from .common import (Steps, gb, make_bank, median, ms, print_and_write, section_head, set_threads,
                      step_examples)
+from .trainer_step import step_clock
 
 GOAL_STEP = 1.25    # TRL's step / this library's, one teacher
 GOAL_MEMORY = 0.45  # this library's peak / separate teachers' peak
@@ -88,21 +87,6 @@ def separate_teacher(bank, name: str, model: str = "tiny", **load_kwargs):
 # ---------------------------------------------------------------------------------------------
 # this library: train_student, timed between logged steps
 # ---------------------------------------------------------------------------------------------
-
-
-@contextmanager
-def step_clock(times: list):
-    """Records process_time at every Run.log (one call per step) into `times`."""
-    from mopd_mini import runs
-
-    original = runs.Run.log
-
-    def log(self, row):
-        times.append(time.process_time())
-        return original(self, row)
-
-    with mock.patch.object(runs.Run, "log", log):
-        yield
 
 
 def lib_config(domains: tuple, prompts: int, steps: int):

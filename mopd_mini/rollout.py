@@ -129,8 +129,8 @@ class Rollout:
         return [ex.task for ex in self.examples]
 
     def texts(self, tokenizer) -> list[str]:
-        return [tokenizer.decode(ids[m.bool()], skip_special_tokens=True)
-                for ids, m in zip(self.completion_ids, self.completion_mask)]
+        rows = [ids[m.bool()].tolist() for ids, m in zip(self.completion_ids.cpu(), self.completion_mask.cpu())]
+        return tokenizer.batch_decode(rows, skip_special_tokens=True)  # one call: the rewards' decode per step
 
     def rewards(self, tokenizer) -> Tensor:
         """The verifiable reward, (B,) in {0, 1}: FactWorld's relaxed match against the gold answer,
