@@ -52,6 +52,7 @@ from .trainer_step import step_clock
 
 GOAL_STEP = 1.25    # TRL's step / this library's, one teacher
 GOAL_MEMORY = 0.45  # this library's peak / separate teachers' peak
+DEVICE = "cpu"      # --device: "cuda" on a GPU (bench.gpu_h200 --peers runs it so)
 
 
 def have_trl() -> bool:
@@ -73,7 +74,7 @@ def separate_teacher(bank, name: str, model: str = "tiny", **load_kwargs):
 
     from mopd_mini import load_base
 
-    teacher, _ = load_base(model, device="cpu", **load_kwargs)
+    teacher, _ = load_base(model, device=DEVICE, **load_kwargs)
     modules = dict(teacher.named_modules())
     with torch.no_grad():
         for path, layer in bank.model.named_modules():
@@ -126,7 +127,7 @@ def trl_trainer(bank, cfg, teacher_model, student_model, examples: list, student
     args = DistillationConfig(
         output_dir=out_dir, per_device_train_batch_size=len(examples) // cfg.steps, gradient_accumulation_steps=1,
         max_steps=cfg.steps, learning_rate=cfg.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
-        max_grad_norm=cfg.grad_clip, bf16=False, fp16=False, gradient_checkpointing=False, use_cpu=True,
+        max_grad_norm=cfg.grad_clip, bf16=False, fp16=False, gradient_checkpointing=False, use_cpu=DEVICE == "cpu",
         report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True, max_completion_length=cfg.max_new_tokens,
         temperature=cfg.temperature, top_k=0, top_p=1.0, beta=1.0, shuffle_dataset=False, seed=cfg.seed,
         dataloader_num_workers=0)
@@ -187,7 +188,7 @@ def compare_one_teacher(bank, batch: int, steps: int, reps: int, tmp: str) -> di
             if side == "lib":
                 out["lib"] = run_library(bank, cfg)
             else:
-                student, _ = load_base("tiny", device="cpu")
+                student, _ = load_base("tiny", device=DEVICE)
                 out["trl"] = run_trl(trl_trainer(bank, cfg, teacher, student, examples, init, tmp))
         lib, trl = median(out["lib"]["step"]), median(out["trl"]["step"])
         res["lib"].append(lib), res["trl"].append(trl), res["ratio"].append(trl / lib)
@@ -214,7 +215,7 @@ def compare_two_teachers(bank, prompts: int, steps: int, reps: int, tmp: str) ->
             if side == "lib":
                 lib = median(run_library(bank, cfg)["step"])
                 continue
-            base, _ = load_base("tiny", device="cpu")
+            base, _ = load_base("tiny", device=DEVICE)
             shared = get_peft_model(base, bank.lora.peft_config())
             set_peft_model_state_dict(shared, {k.replace(f".{cfg.student}.", "."): v for k, v in init.items()})
             per_domain = {}
@@ -283,7 +284,7 @@ def memory_child(kind: str, prompts: int, shrink: dict | None) -> dict:
     from mopd_mini.teachers import TeacherScores, summarise
 
     model_name = "qwen3-1.7b-random"
-    bank = make_bank(model_name, shrink=shrink)
+    bank = make_bank(model_name, device=DEVICE, shrink=shrink)
     cfg = MOPDConfig.for_model("qwen3", experiment=None, progress=False, prompts_per_domain=prompts,
                                gradient_checkpointing=False)
     steps = Steps(bank, cfg, step_examples(cfg))
@@ -312,13 +313,16 @@ def memory_child(kind: str, prompts: int, shrink: dict | None) -> dict:
             loss, _ = mopd_objective(cfg, student_logits, rollout, scores)
             out["step"] = {"loss": loss.item(), **guarded_step(loss, steps.params, steps.optimizer, cfg.grad_clip)}
     out["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if DEVICE != "cpu":  # on a GPU the figure is the CUDA allocator's peak (weights, activations, caches)
+        out["peak_rss"] = torch.cuda.max_memory_allocated()
     return out
 
 
 def memory(prompts: int, quick: bool) -> dict:
     res = {"load": [load_avg()]}
     for kind in ("shared", "separate"):
-        cmd = [sys.executable, "-m", "bench.peers", "--memory-child", kind, "--prompts", str(prompts)]
+        cmd = [sys.executable, "-m", "bench.peers", "--memory-child", kind, "--prompts", str(prompts),
+               "--device", DEVICE]
         cmd += ["--quick"] if quick else []
         start = time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
@@ -348,7 +352,8 @@ def versions() -> str:
 
 
 def report(res: dict, args, argv) -> tuple[str, dict]:
-    lines = [section_head("Against the peer: TRL's DistillationTrainer, and teachers as separate models",
+    where = "" if DEVICE == "cpu" else f" (on {torch.cuda.get_device_name(0)})"
+    lines = [section_head("Against the peer: TRL's DistillationTrainer, and teachers as separate models" + where,
                           "bench.peers", argv=argv), "",
              f"*Versions:* {versions()}  \n*Load average (1 / 5 / 15 min) at the start:* {res['load_start']}; the "
              f"machine is shared with other jobs, so CPU time (process_time) is the clock, and every figure is a "
@@ -405,10 +410,12 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
         m = res["memory"]
         ok = m["ratio"] <= GOAL_MEMORY
         s, p = m["shared"], m["separate"]
-        lines += ["", f"**Memory: two teachers + student at the Qwen3-1.7B size** (random weights, bf16, CPU, "
+        lines += ["", f"**Memory: two teachers + student at the Qwen3-1.7B size** (random weights, bf16, {DEVICE}, "
                   f"{args.memory_prompts} prompts per domain, one MOPD step, activation checkpointing off; each "
-                  f"configuration in a fresh process; peak resident memory of the whole process, loading included):",
-                  "", "| teachers held as | peak RSS | wall time | load during |", "| --- | --- | --- | --- |",
+                  f"configuration in a fresh process; "
+                  f"{'peak resident memory of the whole process, loading included' if DEVICE == 'cpu' else 'the CUDA allocator peak'}):",
+                  "", f"| teachers held as | peak {'RSS' if DEVICE == 'cpu' else 'CUDA memory'} | wall time | load during |",
+                  "| --- | --- | --- | --- |",
                   f"| LoRA adapters on the student's base (this library) | {gb(s['peak_rss'])} | {s['wall']:.0f} s | "
                   f"{m['load'][0]} -> {m['load'][1]} |",
                   f"| separate models (a merged copy of the base each, as TRL and verl hold them) | {gb(p['peak_rss'])} "
@@ -433,9 +440,13 @@ def main(argv=None, write: bool = True):
     p.add_argument("--quick", action="store_true", help="tiny settings (smoke test): batch 2, 3 steps, 1 rep, "
                    "no memory figure")
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda: models, TRL and the memory figure "
+                   "there (on cuda the memory is the CUDA allocator's peak; section peers_gpu)")
     p.add_argument("--memory-child", choices=("shared", "separate"), help=argparse.SUPPRESS)
     p.add_argument("--prompts", type=int, default=2, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    global DEVICE
+    DEVICE = args.device
     set_threads(args.threads)
     if args.memory_child:
         shrink = dict(num_hidden_layers=1, hidden_size=64, intermediate_size=128, num_attention_heads=2,
@@ -450,7 +461,7 @@ def main(argv=None, write: bool = True):
     res = {"load_start": load_avg(), "one": {}}
     if not args.no_memory:  # first: its subprocesses need the most memory, best before this one holds models
         res["memory"] = memory(args.memory_prompts, args.quick)
-    bank = make_bank("tiny")
+    bank = make_bank("tiny", device=DEVICE)
     with tempfile.TemporaryDirectory(prefix="mopd-peers-") as tmp:
         res["agreement"] = kl_agreement(bank)
         print(f"per-token KL, TRL vs reverse_kl: max abs diff {res['agreement']['max_abs_diff']:.1e}", flush=True)
@@ -460,7 +471,8 @@ def main(argv=None, write: bool = True):
             res["two"] = compare_two_teachers(bank, 2 if args.quick else 8, args.steps, args.reps, tmp)
     print(json.dumps(res, default=str), file=sys.stderr)  # everything measured, for the record
     body, figures = report(res, args, argv)
-    print_and_write("peers", body, figures, write and not args.no_write and not args.quick)
+    key = "peers" if DEVICE == "cpu" else "peers_gpu"
+    print_and_write(key, body, figures, write and not args.no_write and not args.quick)
     return res
 
 
