@@ -318,12 +318,15 @@ def memory_child(kind: str, prompts: int, shrink: dict | None) -> dict:
     return out
 
 
-def memory(prompts: int, quick: bool) -> dict:
-    res = {"load": [load_avg()]}
+def memory(prompts: int, quick: bool, layers: int | None = None) -> dict:
+    """Peak memory of both configurations, each in a fresh process; `layers`: that many of Qwen3-1.7B's
+    28 layers (its width and vocabulary unchanged), for a machine without room for three full models."""
+    res = {"load": [load_avg()], "layers": layers}
     for kind in ("shared", "separate"):
         cmd = [sys.executable, "-m", "bench.peers", "--memory-child", kind, "--prompts", str(prompts),
                "--device", DEVICE]
         cmd += ["--quick"] if quick else []
+        cmd += ["--memory-layers", str(layers)] if layers else []
         start = time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
         if done.returncode != 0:
@@ -334,6 +337,21 @@ def memory(prompts: int, quick: bool) -> dict:
         print(f"  memory, teachers {kind}: peak RSS {gb(res[kind]['peak_rss'])}; load {res['load'][-1]}", flush=True)
     res["ratio"] = res["shared"]["peak_rss"] / res["separate"]["peak_rss"]
     return res
+
+
+def project(depths: dict, layers: int) -> dict:
+    """Each configuration's peak as a + b x layers through the measured depths (least squares), at `layers`."""
+    out = {"load": [], "projected_from": sorted(depths)}
+    for kind in ("shared", "separate"):
+        xs = sorted(depths)
+        ys = [depths[L][kind]["peak_rss"] for L in xs]
+        mx, my = statistics.mean(xs), statistics.mean(ys)
+        b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+        out[kind] = {"peak_rss": my + b * (layers - mx), "per_layer": b, "wall": sum(depths[L][kind]["wall"] for L in xs)}
+    for L in sorted(depths):
+        out["load"] += depths[L]["load"]
+    out["ratio"] = out["shared"]["peak_rss"] / out["separate"]["peak_rss"]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,6 +428,17 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
         m = res["memory"]
         ok = m["ratio"] <= GOAL_MEMORY
         s, p = m["shared"], m["separate"]
+        if "memory_depths" in res:
+            measured = "; ".join(f"{L} layers: {gb(d['shared']['peak_rss'])} vs {gb(d['separate']['peak_rss'])} "
+                                 f"({d['ratio']:.2f}x; load {d['load'][0]} -> {d['load'][-1]})"
+                                 for L, d in sorted(res["memory_depths"].items()))
+            lines += ["", f"**Memory, measured at reduced depth and projected** (this machine had no room for three "
+                      f"full-size models beside the other jobs): Qwen3-1.7B's width and vocabulary with "
+                      f"{', '.join(map(str, sorted(res['memory_depths'])))} of its 28 layers, each configuration "
+                      f"in a fresh process (this library vs separate teachers): {measured}. The table below is the "
+                      f"straight line through those points at 28 layers (per layer: "
+                      f"{gb(m['shared']['per_layer'])} shared, {gb(m['separate']['per_layer'])} separate): a "
+                      "projection, not a measurement at 28 layers."]
         lines += ["", f"**Memory: two teachers + student at the Qwen3-1.7B size** (random weights, bf16, {DEVICE}, "
                   f"{args.memory_prompts} prompts per domain, one MOPD step, activation checkpointing off; each "
                   f"configuration in a fresh process; "
@@ -417,9 +446,9 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
                   "", f"| teachers held as | peak {'RSS' if DEVICE == 'cpu' else 'CUDA memory'} | wall time | load during |",
                   "| --- | --- | --- | --- |",
                   f"| LoRA adapters on the student's base (this library) | {gb(s['peak_rss'])} | {s['wall']:.0f} s | "
-                  f"{m['load'][0]} -> {m['load'][1]} |",
+                  f"{'(projected)' if 'projected_from' in m else m['load'][0] + ' -> ' + m['load'][1]} |",
                   f"| separate models (a merged copy of the base each, as TRL and verl hold them) | {gb(p['peak_rss'])} "
-                  f"| {p['wall']:.0f} s | {m['load'][1]} -> {m['load'][2]} |", "",
+                  f"| {p['wall']:.0f} s | {'(projected)' if 'projected_from' in m else m['load'][1] + ' -> ' + m['load'][2]} |", "",
                   f"This library / separate teachers: **{m['ratio']:.2f}x** (goal <= {GOAL_MEMORY}x: "
                   f"{'met' if ok else '**missed**'})."]
         figures["peak memory, two teachers + student, Qwen3-1.7B size: this library / separate teachers"] = {
@@ -435,6 +464,9 @@ def main(argv=None, write: bool = True):
     p.add_argument("--batches", type=int, nargs="*", default=[8, 16])
     p.add_argument("--memory-prompts", type=int, default=2, help="prompts per domain in the memory step")
     p.add_argument("--no-memory", action="store_true", help="skip the Qwen3-size memory figure")
+    p.add_argument("--memory-layers", type=int, nargs="*", default=None,
+                   help="measure the memory at these depths (of 28 layers) and project to 28 by a straight line "
+                        "per configuration; default: the full 28 (three full models: ~11 GB of RAM)")
     p.add_argument("--no-two", action="store_true", help="skip the two-teacher comparison")
     p.add_argument("--no-steps", action="store_true", help="the memory figure only (no TRL step comparison)")
     p.add_argument("--quick", action="store_true", help="tiny settings (smoke test): batch 2, 3 steps, 1 rep, "
@@ -451,6 +483,8 @@ def main(argv=None, write: bool = True):
     if args.memory_child:
         shrink = dict(num_hidden_layers=1, hidden_size=64, intermediate_size=128, num_attention_heads=2,
                       num_key_value_heads=1, head_dim=32) if args.quick else None
+        if args.memory_layers and not args.quick:
+            shrink = {"num_hidden_layers": args.memory_layers[0]}
         print(json.dumps(memory_child(args.memory_child, args.prompts, shrink)))
         return None
     if not have_trl():
@@ -460,7 +494,11 @@ def main(argv=None, write: bool = True):
         args.reps, args.steps, args.batches, args.no_memory = 1, 3, [2], True
     res = {"load_start": load_avg(), "one": {}}
     if not args.no_memory:  # first: its subprocesses need the most memory, best before this one holds models
-        res["memory"] = memory(args.memory_prompts, args.quick)
+        if args.memory_layers:
+            res["memory_depths"] = {L: memory(args.memory_prompts, args.quick, L) for L in args.memory_layers}
+            res["memory"] = project(res["memory_depths"], 28)
+        else:
+            res["memory"] = memory(args.memory_prompts, args.quick)
     bank = make_bank("tiny", device=DEVICE)
     with tempfile.TemporaryDirectory(prefix="mopd-peers-") as tmp:
         res["agreement"] = kl_agreement(bank)
