@@ -451,7 +451,9 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
                   f"| {p['wall']:.0f} s | {'(projected)' if 'projected_from' in m else m['load'][1] + ' -> ' + m['load'][2]} |", "",
                   f"This library / separate teachers: **{m['ratio']:.2f}x** (goal <= {GOAL_MEMORY}x: "
                   f"{'met' if ok else '**missed**'})."]
-        figures["peak memory, two teachers + student, Qwen3-1.7B size: this library / separate teachers"] = {
+        size = ("Qwen3-1.7B size" if "projected_from" not in m else
+                f"Qwen3-1.7B width, projected to 28 layers from {', '.join(map(str, m['projected_from']))}")
+        figures[f"peak memory, two teachers + student, {size}: this library / separate teachers"] = {
             "goal": f"<= {GOAL_MEMORY}x", "measured": f"{m['ratio']:.2f}x", "ok": ok}
     return "\n".join(lines), figures
 
