@@ -86,6 +86,8 @@ def test_baselines_protocol_runs_and_writes_its_page(monkeypatch, tmp_path):
                                                             ("scores", "cost", "forgetting", "efficiency", "merge_sweep")}
     for per in rep["rows"]["rft"].values():   # RFT's stage cost includes the teachers' sampling
         assert per["stage"]["cost/generated_tokens"] > 0 and per["stage"]["cost/teacher_prefill_tokens"] == 0
+    baselines.main(["--render", str(out / "baselines.json"), "--out", str(tmp_path / "again")])
+    assert (tmp_path / "again" / "baselines.md").read_text() == page   # the page is a function of the JSON
     again = baselines.main(["--quick", "--quiet", "--seeds", "0", "--no-write"])
     assert again["rows"]["mopd_pg"][0]["acc"] == rep["rows"]["mopd_pg"][0]["acc"]
 
