@@ -42,6 +42,34 @@ def cell(c, digits=2, signed=False):
     return f.format(c[0]) + (f" ± {c[1]:.{digits}f}" if c[1] else "")
 
 
+def evaluate_cached(bank, names: list[str], n: int, folder: str | None) -> dict:
+    """mm.evaluate's "acc" for `names`, reusing earlier evaluations of the same finished run
+    (same n, same checkpoint file) from runs/<folder>/evaluations.json; None: no cache."""
+    cache_file = None if folder is None else mm.runs.RUNS_DIR / folder / "evaluations.json"
+    cache = json.loads(cache_file.read_text()) if cache_file and cache_file.exists() else {}
+
+    def stamp(name):
+        ckpt = None if folder is None else mm.runs.RUNS_DIR / folder / name / "checkpoint.pt"
+        return f"{n}:{ckpt.stat().st_mtime_ns}" if ckpt is not None and ckpt.exists() else None
+
+    acc, todo = {}, []
+    for name in names:
+        hit = cache.get(name)
+        if hit and stamp(name) and hit["stamp"] == stamp(name):
+            acc[name] = hit["acc"]
+        else:
+            todo.append(name)
+    if todo:
+        fresh = mm.evaluate(bank, todo, n=n)["acc"]
+        acc.update(fresh)
+        for name in todo:
+            if stamp(name):
+                cache[name] = {"stamp": stamp(name), "acc": fresh[name]}
+        if cache_file is not None:
+            atomic_write(cache_file, json.dumps(cache, default=str).encode())
+    return {name: acc[name] for name in names}
+
+
 def plan(args) -> list[tuple[str, int]]:
     """The order the studies run in: seed by seed, the origin study first (the rounds and the
     two-teacher UCMOPD comparison reuse its normal PG student), so that a run stopped early has
@@ -68,9 +96,11 @@ def run(args, write=None) -> dict:
     t = time.time()
     ab.teachers(bank, other, exp, quick=args.quick)
     seconds["round-1 teachers (and the other base's)"] = time.time() - t
+    cache = None if args.quick else exp
     if other is not None:
-        results["other_table"] = mm.evaluate(other, ["base", "teacher_binding"], n=n)
-    results["table"] = mm.evaluate(bank, ["base", "teacher_binding", "teacher_recall"], n=n)
+        results["other_table"] = {"acc": evaluate_cached(other, ["base", "teacher_binding"], n,
+                                                         cache and f"{exp}/other"), "n": n}
+    results["table"] = {"acc": evaluate_cached(bank, ["base", "teacher_binding", "teacher_recall"], n, cache), "n": n}
     for study, seed in plan(args):
         t, s = time.time(), str(seed)
         if study == "origin":
@@ -83,7 +113,7 @@ def run(args, write=None) -> dict:
             out = ab.ucmopd_study(bank, seed, experiment=exp, quick=args.quick, **args.student)
         results[study][s] = out
         new = [a for a in bank.names if a not in results["table"]["acc"]]
-        results["table"]["acc"].update(mm.evaluate(bank, new, n=n)["acc"])
+        results["table"]["acc"].update(evaluate_cached(bank, new, n, cache))
         seconds[f"{study} seed {seed}"] = time.time() - t
         print(f"{study} seed {seed}: {seconds[f'{study} seed {seed}']:.0f} s", flush=True)
         if write:
