@@ -239,11 +239,22 @@ def step_examples(cfg, step: int = 1) -> list:
             for ex in d.train_examples(step, cfg.prompts_per_domain, cfg.seed)]
 
 
+def reusable(model, checkpointing: bool) -> bool:
+    """Whether the library at hand trains on the sampler's prefill (rollout.prefill_reusable; False for
+    a library from before it, which bench.compare_commits may be measuring)."""
+    try:
+        from mopd_mini.rollout import prefill_reusable
+    except ImportError:
+        return False
+    return prefill_reusable(model, checkpointing)
+
+
 class Steps:
     """One MOPD step and one SFT step on the same prompts, on the bank's student adapter.
 
     mopd(): exactly the body of `distill.train_student`'s loop minus logging and evaluation:
-            sample -> teachers.score -> student forward -> mopd_objective -> guarded_step.
+            sample -> teachers.score -> student forward -> mopd_objective -> guarded_step (the student
+            forward on the sampler's prefill where the trainer reuses it, as train_student does).
     sft():  teacher forcing on prompt + gold answer (+ EOS), right-padded to the same C columns
             as MOPD's completion budget: one student forward + backward, loss on answer tokens.
     Each call restores the student's weights first (untimed, via `reset`) so every repetition
@@ -252,11 +263,16 @@ class Steps:
 
     def __init__(self, bank, cfg, examples: list, phases: dict | None = None):
         from mopd_mini.runs import guarded_step  # noqa: F401  (import errors surface here)
+        try:
+            from mopd_mini.runs import adamw         # the trainers' optimizer
+        except ImportError:                          # a library from before it (bench.compare_commits)
+            def adamw(params, lr):
+                return torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
 
         self.bank, self.cfg, self.examples = bank, cfg, examples
         bank.set_checkpointing(cfg.gradient_checkpointing)  # as train_student does
         self.params = list(bank.parameters(cfg.student).values())
-        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=0.0)
+        self.optimizer = adamw(self.params, cfg.lr)
         self.snapshot = bank.state(cfg.student)
         self.phases = phases  # {phase: [seconds]}, filled when given
         self.sft_batch = self._sft_batch()
@@ -278,15 +294,20 @@ class Steps:
         from mopd_mini.runs import guarded_step
 
         cfg, bank = self.cfg, self.bank
+        reuse = reusable(model, cfg.gradient_checkpointing)          # as train_student decides
         t = time.process_time()
         rollout = sample(model, bank.tokenizer, self.examples, temperature=cfg.temperature,
-                         max_new_tokens=cfg.max_new_tokens, generator=torch.Generator().manual_seed(seed))
+                         max_new_tokens=cfg.max_new_tokens, generator=torch.Generator().manual_seed(seed),
+                         **({"grad_prefill": True} if reuse else {}))
         t = self._tick("mopd: sample", t)
         teacher = routing.score(bank, rollout, cfg.route, mode=cfg.scoring, k=cfg.topk)
         t = self._tick("mopd: teachers.score", t)
-        model.train()
-        student_logits = completion_logits(model, rollout)
-        model.eval()
+        if reuse:   # the training forward over the completion only, on the sampler's grad prefill
+            student_logits = completion_logits(model, rollout, prefill=rollout.prefill)
+        else:
+            model.train()
+            student_logits = completion_logits(model, rollout)
+            model.eval()
         t = self._tick("mopd: student forward", t)
         loss, info = mopd_objective(cfg, student_logits, rollout, teacher)
         t = self._tick("mopd: mopd_objective", t)
@@ -345,7 +366,7 @@ printed beside them for scale only. Each section names the machine it ran on and
 that made it.
 """
 
-SECTIONS = ["summary", "step", "routing", "loss_memory", "speedups", "stages", "real_size", "gpu"]
+SECTIONS = ["summary", "step", "peers", "peers_gpu", "levers", "routing", "loss_memory", "speedups", "stages", "real_size", "gpu"]
 _FIG = re.compile(r"<!-- figures (\{.*?\}) -->", re.S)
 
 
@@ -371,11 +392,20 @@ def write_section(key: str, body: str, figures: dict | None = None, doc: Path | 
     return doc
 
 
+def kept_on_reset(key: str) -> bool:
+    """Sections no script of run_all rewrites: before/after records of past changes (bench.compare_commits
+    writes change_*; `speedups` is the record of the first speed changes, measured with a copy of the
+    old code that has since been removed)."""
+    return key == "speedups" or key.startswith("change_")
+
+
 def reset_doc(doc: Path | None = None) -> None:
-    """Start docs/benchmarks.md afresh (run_all does this before running every benchmark)."""
+    """Start docs/benchmarks.md afresh (run_all does this before running every benchmark), keeping
+    the before/after records (`kept_on_reset`)."""
     doc = doc or DOC
     doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(HEADER)
+    kept = {k: v for k, v in _blocks(doc.read_text()).items() if kept_on_reset(k)} if doc.exists() else {}
+    doc.write_text(HEADER + "".join(f"\n{v}\n" for v in kept.values()))
 
 
 def _summary(blocks: dict[str, str]) -> str:

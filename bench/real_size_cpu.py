@@ -20,7 +20,6 @@ import time
 
 import torch
 
-from . import before
 from .common import (ROOT, Steps, gb, make_bank, ms, peak_rss_bytes, print_and_write, release_free_memory,
                      reset_peak_rss, rss_bytes, section_head, set_threads, step_examples)
 
@@ -56,13 +55,8 @@ def child(args) -> dict:
                 bank.set_checkpointing(cfg.gradient_checkpointing)
         return run
 
-    def old_mopd(model):
-        with before.library_before():
-            return steps.mopd(model)
-
     with bank.use(cfg.student, trainable=True) as model:
-        runs = {"mopd": steps.mopd, "sft": steps.sft, "mopd_no_checkpointing": unchecked(steps.mopd),
-                **({"mopd_before": unchecked(old_mopd)} if args.before else {})}
+        runs = {"mopd": steps.mopd, "sft": steps.sft, "mopd_no_checkpointing": unchecked(steps.mopd)}
         for name, fn in runs.items():
             steps.reset()
             release_free_memory()
@@ -108,10 +102,6 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
     u = res["mopd_no_checkpointing"]
     lines.append(f"| one MOPD step, activation checkpointing off | {ms(u['wall'])} ({u['wall'] / m['wall']:.2f}x) "
                  f"| {gb(u['peak'])} | |")
-    if "mopd_before" in res:
-        b = res["mopd_before"]
-        lines.append(f"| one MOPD step with the code before the speed changes (checkpointing off) | {ms(b['wall'])} "
-                     f"({b['wall'] / u['wall']:.1f}x the new, checkpointing off) | {gb(b['peak'])} | |")
     lines += [f"| after loading (base + adapters, resident) | | {gb(res['after_load'])} | |",
               f"| while loading (random init, built in bf16) | {ms(res['load_s'])} | {gb(res['load_peak'])} | |", "",
               "MOPD step by phase (CPU time, as the preset runs it):", "", "| phase | CPU time |", "| --- | --- |"]
@@ -154,8 +144,6 @@ def main(argv=None, write: bool = True):
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: on this shared machine 2 "
                    "threads ran a Qwen3 forward 3x slower than 1, the other core being busy)")
     p.add_argument("--quick", action="store_true", help="one small layer, full vocabulary (smoke test)")
-    p.add_argument("--no-before", dest="before", action="store_false",
-                   help="skip the step with the pre-speed-change code (bench/before.py)")
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)

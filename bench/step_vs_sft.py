@@ -27,7 +27,7 @@ from mopd_mini.rollout import encode_prompts, position_ids
 from .common import (Steps, machine, make_bank, median, ms, print_and_write, section_head, set_threads,
                      side_by_side, step_examples)
 
-GOAL = 2.0
+GOAL = 1.5  # issue 14 (it was 2x before)
 
 
 def measure(cfg: MOPDConfig, reps: int, warmup: int = 2) -> dict:
@@ -55,7 +55,6 @@ def report(res: dict, cfg: MOPDConfig, reps: int, argv) -> tuple[str, dict]:
     fwd, bwd = ph["sft: student forward + loss"], ph["sft: backward + AdamW"]
     prefill, teacher = t.median("student prefill"), ph["mopd: teachers.score"]
     floor = (prefill + teacher + fwd + bwd) / (fwd + bwd)
-    reuse = (t.median("MOPD step") - prefill) / sft
     m, s = res["shapes"]["MOPD"], res["shapes"]["SFT"]
     ok = r_cpu <= GOAL
     lines = [
@@ -67,7 +66,7 @@ def report(res: dict, cfg: MOPDConfig, reps: int, argv) -> tuple[str, dict]:
         "process's CPU time (so time spent waiting for a core that other jobs hold is not counted), wall "
         "time beside it.", "",
         "| | MOPD step | SFT step | MOPD / SFT | goal |", "| --- | --- | --- | --- | --- |",
-        f"| CPU time | {ms(t.median('MOPD step'))} | {ms(sft)} | **{r_cpu:.2f}x** | <= {GOAL:.0f}x: "
+        f"| CPU time | {ms(t.median('MOPD step'))} | {ms(sft)} | **{r_cpu:.2f}x** | <= {GOAL:g}x: "
         f"{'met' if ok else '**missed**'} |",
         f"| wall time | {ms(t.median('MOPD step', 'wall'))} | {ms(t.median('SFT step', 'wall'))} | {r_wall:.2f}x | |",
         "", "Where the time goes (CPU time, medians; one SFT step = 1.00):", "",
@@ -83,11 +82,13 @@ def report(res: dict, cfg: MOPDConfig, reps: int, argv) -> tuple[str, dict]:
         f"train, so the backward computes activation gradients only and costs {bwd / fwd:.2f}x the forward "
         f"(measured above). With these measured parts the floor of this trainer's structure, "
         f"(prefill + teacher + forward + backward) / (forward + backward), is **{floor:.2f}x**; the rest is "
-        f"the decode steps and the loss. The remaining big saving is structural: the student's sampling prefill "
-        f"and its training forward run the same adapter over the same prompts. A trainer that ran the prefill "
-        f"once, with grad, and reused its KV cache for the training forward over the completion would drop "
-        f"one prompt forward: about {reuse:.2f}x by these numbers (a change to `distill.train_student` and "
-        f"`rollout.sample`, not made here: see the speed-changes section).",
+        f"the decode steps and the loss. That floor is the two-pass design's: the student ran its adapter over the "
+        f"prompts twice, once to sample and once with grad to train. `train_student` now trains on the "
+        f"sampler's own prefill (run with grad; the training forward covers the completion tokens only, on "
+        f"the prompt's keys and values: `rollout.completion_logits(prefill=)`), wherever train and eval mode "
+        f"compute the same forward (no dropout, no activation checkpointing: the tiny default), and the MOPD "
+        f"step above is measured so (bench.common.Steps.mopd mirrors the trainer); the section "
+        f"`change_all_levers` measures it against the commit before issue 14's changes.",
         "", "**Next to the published 14.8-23.1x.** The critique (arXiv 2610.04272, \"Rethinking Self-Distillation for Multi-Teacher Capability Merging\") "
         "counts total training GPU-hours at scale. This page counts one step on FactWorld, where a completion "
         f"is {cfg.max_new_tokens} tokens at most after a ~100-token prompt: generation is one prefill and "
@@ -99,7 +100,7 @@ def report(res: dict, cfg: MOPDConfig, reps: int, argv) -> tuple[str, dict]:
         "at every step. The course's ratio sits near the floor of the method because its completions are "
         "a few tokens long; it is a per-step cost and says nothing about how many steps each method needs "
         "to reach an accuracy."]
-    figures = {"MOPD step / SFT step (tiny, CPU)": {"goal": f"<= {GOAL:.0f}x", "measured": f"{r_cpu:.2f}x",
+    figures = {"MOPD step / SFT step (tiny, CPU)": {"goal": f"<= {GOAL:g}x", "measured": f"{r_cpu:.2f}x",
                                                       "ok": ok}}
     return "\n".join(lines), figures
 

@@ -15,6 +15,12 @@ experiment: r = 16, alpha = 32, all linear layers, dropout 0).
 Adapter folders are peft's own format (`PeftModel.from_pretrained(base, folder)` loads one),
 plus `mopd_mini.json`, the fingerprint of the base and tokenizer an adapter was trained on:
 loading an adapter of another (or unknown) origin is refused unless `allow_foreign=True`.
+
+A teacher can also be a SEPARATE model (its own base plus its own adapter, e.g. a teacher of
+another origin for the same-origin ablation): `bank.add_foreign("teacher_binding_other",
+other_bank, "teacher_binding")` registers it under a name that routing accepts like an adapter's.
+It is refused unless `allow_foreign=True` when its base differs, and always when its tokenizer
+differs (token ids would not mean the same: there is no override for that).
 """
 
 from __future__ import annotations
@@ -82,6 +88,30 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+@dataclass
+class ForeignTeacher:
+    """A teacher that is not an adapter on the bank's base: `adapter` (or BASE) in another bank."""
+
+    bank: "AdapterBank"
+    """the other model's own bank (its base, its tokenizer, its adapters)"""
+    adapter: str
+    """which of its adapters scores (BASE: its base alone)"""
+
+
+def same_tokenizer(a, b) -> list[str]:
+    """What differs between two tokenizers for token ids to mean the same ([] if nothing):
+    the vocabulary (every token and its id), the special tokens, the chat template."""
+    differs = []
+    if a.get_vocab() != b.get_vocab():
+        differs.append("vocabulary")
+    for attr in ("pad_token_id", "eos_token_id", "bos_token_id", "unk_token_id"):
+        if getattr(a, attr, None) != getattr(b, attr, None):
+            differs.append(attr)
+    if getattr(a, "chat_template", None) != getattr(b, "chat_template", None):
+        differs.append("chat_template")
+    return differs
+
+
 class AdapterBank:
     """Named LoRA adapters on one frozen base. `model` is the peft model once one adapter exists."""
 
@@ -91,6 +121,34 @@ class AdapterBank:
         self.lora = lora or LoraSettings()
         self.model = base  # becomes a PeftModel at the first create/load
         self.origin = origin_of(base, tokenizer)
+        self.foreign: dict[str, ForeignTeacher] = {}  # teachers that are separate models, by name
+
+    def add_foreign(self, name: str, bank: "AdapterBank", adapter: str, allow_foreign: bool = False) -> None:
+        """Register `adapter` of ANOTHER bank (another base) as a teacher called `name`: routing
+        (`teachers.score`) then sends a domain's rows to that model. Refused when the tokenizers
+        differ (always) or, unless `allow_foreign=True`, when the bases differ."""
+        bank.check(adapter)
+        if name == BASE or name in self.names:
+            raise ValueError(f"{name!r} is already an adapter of this bank (or reserved); give the "
+                             "foreign teacher another name, e.g. f'{adapter}_other'")
+        differs = same_tokenizer(self.tokenizer, bank.tokenizer)
+        if differs or bank.base.config.vocab_size != self.base.config.vocab_size:
+            raise ValueError(
+                f"the foreign teacher {name!r} has another tokenizer ({', '.join(differs) or 'vocab_size'} "
+                "differ): the student's token ids would mean other tokens to it, so its log-probs say "
+                "nothing about the student's samples. allow_foreign cannot override this; use a model "
+                "with this bank's tokenizer.")
+        if bank.origin["base"] != self.origin["base"] and not allow_foreign:
+            raise ValueError(
+                f"the teacher {name!r} sits on another base ({bank.origin['base_name'] or 'unnamed'}) than "
+                "this bank's: not of the same origin, so its initial KL to the student can be large (the "
+                "paper's section 4.4.2). Pass allow_foreign=True to use it anyway (the same-origin "
+                "ablation does this on purpose).")
+        self.foreign[name] = ForeignTeacher(bank, adapter)
+
+    def is_teacher(self, name: str) -> bool:
+        """True for every name routing accepts: an adapter of this bank, BASE, or a foreign teacher."""
+        return name == BASE or name in self.names or name in self.foreign
 
     # -- what is in the bank ------------------------------------------------------------------
 

@@ -17,6 +17,17 @@ Each step, for a fresh student adapter (zero-initialised, so it starts AT the ba
   6. log      per domain: exact KL (whatever the loss), advantages before the clip and the
               fraction clipped, top-k masses, tokens, on-policy reward, greedy accuracy
 
+UCMOPD's two options (arXiv 2608.26735; off by default, `mopd_mini.ucmopd` has the maths):
+  golden_gain  (GoldenGain)   m extra exploration completions per prompt, hotter and nucleus-
+                              truncated; each joins the loss iff its positive-advantage density is
+                              at least the anchor's. Metrics stay on the anchors (on-policy);
+                              gg_kept/<domain> logs the share of exploration samples kept
+  endorsement  (Endorsement)  a seeded Bernoulli keep-mask on the loss's tokens from the teacher's
+                              centred log-likelihood; tef_masked/<domain> logs the share dropped
+`teachers` re-routes domains: {"binding": "teacher_binding_other"} (a foreign teacher registered
+with `bank.add_foreign`), {"recall": "base"} (the stage-1 base as the "general" teacher), or round-2
+teachers by their names.
+
 Departures from the paper: LoRA adapters on one base instead of full models; one optimizer step
 per batch (so no importance weight is needed); the exact KL is computed every step for logging
 because FactWorld completions are a few tokens long.
@@ -35,9 +46,11 @@ from . import teachers as routing
 from .adapters import AdapterBank
 from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy_by_length
-from .losses import masked_mean, pg_loss, reverse_kl, topk_reverse_kl
-from .rollout import Rollout, check_budget, completion_logits, sample, token_logprobs
-from .runs import Run, check_loop, guarded_step, preset
+from .losses import masked_mean, pg_loss, policy_gradient_loss, reverse_kl, topk_reverse_kl
+from .rollout import Rollout, check_budget, completion_logits, concat, prefill_reusable, sample, token_logprobs
+from .ucmopd import (Endorsement, GoldenGain, endorsement_mask, entropy, golden_gain_keep,
+                     positive_advantage_density)
+from .runs import Run, adamw, check_loop, guarded_step, preset, train_mode
 
 LOSSES = ("pg", "topk", "kl")
 
@@ -94,6 +107,13 @@ class MOPDConfig:
     """show a progress bar"""
     gradient_checkpointing: bool = False
     """recompute activations in the backward (on in the Qwen3 presets: fits a 24 GB GPU)"""
+    teachers: dict[str, str] | None = None
+    """domain -> teacher name where it is not teacher_<domain>: another adapter, "base" (the stage-1
+    base), or a foreign teacher (`bank.add_foreign`); None: every domain to teacher_<domain>"""
+    golden_gain: GoldenGain | None = None
+    """UCMOPD's Golden-Gain Enhancement (None: off; GoldenGain() the paper's settings)"""
+    endorsement: Endorsement | None = None
+    """UCMOPD's Teacher-Endorsement Filtering (None: off; Endorsement() to switch it on)"""
 
     def __post_init__(self):
         if isinstance(self.domains, str):  # domains="binding": one domain, not the letters b, i, n, ...
@@ -121,11 +141,17 @@ class MOPDConfig:
         if self.prompts_per_domain < 1:
             raise ValueError(f"prompts_per_domain must be >= 1, got {self.prompts_per_domain}")
         get_domains(self.domains)
+        unknown = sorted(set(self.teachers or {}) - set(self.domains))
+        if unknown:
+            raise ValueError(f"teachers names domain(s) {unknown} that are not in domains={self.domains}; "
+                             "route only the domains being distilled")
+        if self.golden_gain is not None:
+            self.golden_gain.check()
         check_loop(self)
 
     @property
     def route(self) -> dict[str, str]:
-        return {d: TEACHER_OF.format(d) for d in self.domains}
+        return {d: (self.teachers or {}).get(d, TEACHER_OF.format(d)) for d in self.domains}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,10 +159,14 @@ class MOPDConfig:
 # ---------------------------------------------------------------------------------------------
 
 
-def mopd_objective(cfg: MOPDConfig, student_logits, rollout: Rollout, teacher: routing.TeacherScores):
+def mopd_objective(cfg: MOPDConfig, student_logits, rollout: Rollout, teacher: routing.TeacherScores,
+                   loss_mask=None, pg_weight=None):
     """The chosen loss (with grad) and the per-token tensors of all three forms (for logging).
 
-    student_logits: (B, C, V) with grad. The exact reverse KL needs `teacher.logits`."""
+    student_logits: (B, C, V) with grad. The exact reverse KL needs `teacher.logits`.
+    loss_mask: (B, C), the tokens the loss averages over (UCMOPD's filters; None: every completion
+    token); the logged tensors always cover every completion token. pg_weight: (B, C), a per-token
+    weight on MOPD-PG's clipped advantage (Golden-Gain's optional importance weight)."""
     ids, mask = rollout.completion_ids, rollout.completion_mask              # (B, C)
     student_logprobs = token_logprobs(student_logits, ids)                   # (B, C) log pi_S(y_t)
     losses = {
@@ -147,6 +177,13 @@ def mopd_objective(cfg: MOPDConfig, student_logits, rollout: Rollout, teacher: r
     }
     loss = losses[cfg.loss][0]
     pg, topk, kl = (losses[k][1] for k in LOSSES)
+    if loss_mask is not None or pg_weight is not None:  # UCMOPD: the same loss on the kept tokens
+        m = mask if loss_mask is None else loss_mask
+        loss = {"pg": lambda: policy_gradient_loss(
+                    student_logprobs, pg["advantage"] * (1 if pg_weight is None else pg_weight), m)[0],
+                "topk": lambda: topk_reverse_kl(student_logits, teacher.topk_ids, teacher.topk_logprobs, m,
+                                                correction=cfg.topk_correction)[0],
+                "kl": lambda: reverse_kl(student_logits, teacher.logits, m)[0]}[cfg.loss]()
     per_token_loss = {"pg": -pg["advantage"] * student_logprobs.detach(), "topk": topk["per_token"],
                       "kl": kl["kl"]}[cfg.loss]
     info = {"kl": kl["kl"], "sampled_kl": pg["sampled_kl"], "advantage_raw": pg["advantage_raw"],
@@ -169,6 +206,44 @@ def domain_metrics(info: dict, rollout: Rollout, rewards) -> dict:
                     f"adv_max/{d}": adv.max().item(), f"tokens/{d}": int(mask.sum().item()),
                     f"reward/{d}": rewards[idx].mean().item()})
     return row
+
+
+def ucmopd_objective(cfg: MOPDConfig, step: int, student_logits, rollout: Rollout,
+                     teacher: routing.TeacherScores, anchors: int):
+    """mopd_objective on the tokens UCMOPD keeps: (loss, info, per-domain metrics).
+
+    Rows [0, anchors) are the anchors, one per prompt; rows after them (golden gain) are each
+    prompt's m exploration samples, prompt by prompt."""
+    ids, mask = rollout.completion_ids, rollout.completion_mask              # (B, C)
+    with torch.no_grad():
+        student_logprobs = token_logprobs(student_logits, ids)               # (B, C) at temperature 1
+    advantage = teacher.logprobs - student_logprobs                          # (B, C) A_t, before the clip
+    loss_mask, pg_weight, row = mask.clone(), None, {}
+    domains = rollout.domains
+    if cfg.golden_gain is not None:
+        m = cfg.golden_gain.samples
+        density = positive_advantage_density(advantage, mask)                # (B,)
+        keep = golden_gain_keep(density[:anchors], density[anchors:].view(anchors, m))  # (P, m)
+        rows = torch.cat([torch.ones(anchors, dtype=torch.bool, device=keep.device), keep.reshape(-1)])
+        loss_mask = loss_mask * rows[:, None]
+        for d in dict.fromkeys(domains[:anchors]):
+            of_d = torch.tensor([x == d for x in domains[:anchors]], device=keep.device)
+            row[f"gg_kept/{d}"] = keep[of_d].float().mean().item()
+        row["gg_kept"] = keep.float().mean().item()
+        if cfg.golden_gain.importance_cap is not None and cfg.loss == "pg":
+            ratio = (student_logprobs - rollout.sample_logprobs).exp().clamp(max=cfg.golden_gain.importance_cap)
+            pg_weight = torch.where(torch.arange(len(ids), device=ids.device)[:, None] < anchors, 1.0, ratio)
+    if cfg.endorsement is not None:
+        generator = torch.Generator().manual_seed(
+            (cfg.seed * 1_000_003 + step) * 1_009 + cfg.endorsement.seed)     # one stream per step: resumable
+        before = loss_mask
+        loss_mask, _ = endorsement_mask(teacher.logprobs, entropy(teacher.logits), advantage, before, generator)
+        for d in dict.fromkeys(domains):
+            of_d = torch.tensor([x == d for x in domains], device=ids.device)
+            row[f"tef_masked/{d}"] = (1 - loss_mask[of_d].sum() / before[of_d].sum().clamp(min=1)).item()
+        row["tef_masked"] = (1 - loss_mask.sum() / before.sum().clamp(min=1)).item()
+    loss, info = mopd_objective(cfg, student_logits, rollout, teacher, loss_mask=loss_mask, pg_weight=pg_weight)
+    return loss, info, row
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,21 +291,24 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
     if cfg.topk > vocab:
         raise ValueError(f"topk={cfg.topk} exceeds the vocabulary of {vocab} tokens; pick topk <= {vocab}")
     for teacher in cfg.route.values():
-        if teacher not in bank.names:
+        if not bank.is_teacher(teacher):
             raise ValueError(f"the bank has no {teacher!r}; train it (train_teacher) or load it "
-                             f"(bank.load) first. The bank holds: {bank.names}")
+                             f"(bank.load) first. The bank holds: {bank.names}, foreign: {list(bank.foreign)}")
     if cfg.init_from is not None and cfg.init_from == cfg.student:
         raise ValueError(f"init_from={cfg.init_from!r} is the student being trained; start from another adapter")
     bank.start(cfg.student, cfg.init_from, seed=cfg.seed)
     bank.set_checkpointing(cfg.gradient_checkpointing)
     params = list(bank.parameters(cfg.student).values())
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    optimizer = adamw(params, cfg.lr)
     generator = torch.Generator().manual_seed(cfg.seed)
     run = Run.open(cfg.experiment, cfg.student, cfg)
     start = run.resume(bank, cfg.student, optimizer, generator)
     tracked = [ex for d in domains.values()
                for ex in d.test_examples(d.eval_lengths[0], cfg.track_prompts, cfg.seed + 1)]
     with bank.use(cfg.student, trainable=True) as model:
+        # prefill once: the sampler's prompt prefill runs with grad and the training forward reuses it
+        # (see rollout.completion_logits); where train mode differs from eval mode, a second pass
+        reuse = prefill_reusable(model, cfg.gradient_checkpointing) and cfg.golden_gain is None
         for step in tqdm(range(start, cfg.steps + 1), desc=cfg.student, disable=not cfg.progress,
                          initial=start - 1, total=cfg.steps):
             if step in cfg.track_steps:
@@ -240,21 +318,35 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
             examples = [ex for d in domains.values()
                         for ex in d.train_examples(step, cfg.prompts_per_domain, cfg.seed)]
             rollout = sample(model, bank.tokenizer, examples, temperature=cfg.temperature,
-                             max_new_tokens=cfg.max_new_tokens, generator=generator)
+                             max_new_tokens=cfg.max_new_tokens, generator=generator, grad_prefill=reuse)
+            anchors = len(examples)
+            if cfg.golden_gain is not None:                  # UCMOPD: m hotter samples per prompt too
+                gg = cfg.golden_gain
+                explore = sample(model, bank.tokenizer, [ex for ex in examples for _ in range(gg.samples)],
+                                 temperature=gg.temperature, top_p=gg.top_p,
+                                 max_new_tokens=cfg.max_new_tokens, generator=generator)
+                rollout = concat(rollout, explore, bank.tokenizer.pad_token_id)
             # --- 2-3. route each completion to its domain's teacher, which scores it -----------
             teacher = routing.score(bank, rollout, cfg.route, mode=cfg.scoring, k=cfg.topk)
-            # --- 4. the student's log-probs, recomputed with grad; the loss ---------------------
-            model.train()
-            student_logits = completion_logits(model, rollout)                  # (B, C, V)
-            model.eval()
-            loss, info = mopd_objective(cfg, student_logits, rollout, teacher)
+            # --- 4. the student's logits with grad (on its sampling prefill when reused); the loss
+            with train_mode(model, enabled=not reuse):
+                student_logits = completion_logits(model, rollout, prefill=rollout.prefill)  # (B, C, V)
+            if cfg.golden_gain is None and cfg.endorsement is None:
+                loss, info = mopd_objective(cfg, student_logits, rollout, teacher)
+                extra = {}
+            else:
+                loss, info, extra = ucmopd_objective(cfg, step, student_logits, rollout, teacher, anchors)
             # --- 5. update the student only -----------------------------------------------------
             row = {"step": step, "loss": loss.item(), **guarded_step(loss, params, optimizer, cfg.grad_clip),
                    **cost.sampled(rollout), "cost/teacher_prefill_tokens": cost.forward_tokens(rollout),
                    **cost.trained(rollout)}
             # --- 6. log per domain, evaluate, checkpoint ---------------------------------------
+            if anchors < len(rollout.examples):              # golden gain: the metrics of the anchors
+                rollout = rollout.rows(list(range(anchors)))
+                info = {k: v[:anchors] if torch.is_tensor(v) and v.dim() == 2 else v for k, v in info.items()}
             row.update(domain_metrics(info, rollout, rollout.rewards(bank.tokenizer)))
             row["kl"] = masked_mean(info["kl"], rollout.completion_mask).item()
+            row.update(extra)
             run.seconds += time.perf_counter() - started  # wall time, kept out of the (deterministic) metrics
             if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
                 row.update(accuracy_by_length(model, bank.tokenizer, domains, cfg.eval_n, cfg.eval_split))

@@ -36,8 +36,8 @@ from .adapters import AdapterBank
 from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy_by_length
 from .losses import group_advantages, policy_gradient_loss
-from .rollout import check_budget, completion_logits, sample, token_logprobs
-from .runs import Run, check_loop, guarded_step, preset
+from .rollout import check_budget, completion_logits, prefill_reusable, sample, token_logprobs
+from .runs import Run, adamw, check_loop, guarded_step, preset, train_mode
 
 
 @dataclass
@@ -132,19 +132,23 @@ def train_teacher(bank: AdapterBank, cfg: GRPOConfig) -> Run:
     bank.start(cfg.adapter, cfg.init_from, seed=cfg.seed)
     bank.set_checkpointing(cfg.gradient_checkpointing)
     params = list(bank.parameters(cfg.adapter).values())
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    optimizer = adamw(params, cfg.lr)
     generator = torch.Generator().manual_seed(cfg.seed)
     run = Run.open(cfg.experiment, cfg.adapter, cfg)
     start = run.resume(bank, cfg.adapter, optimizer, generator)
     P, G, D = cfg.prompts_per_step, cfg.group_size, len(domains)
     with bank.use(cfg.adapter, trainable=True) as model:
+        # prefill once: ONE grad prefill per distinct prompt, shared by its G completions (the
+        # sampler's; see rollout.completion_logits); where train mode differs from eval mode, a second pass
+        reuse = prefill_reusable(model, cfg.gradient_checkpointing)
         for step in tqdm(range(start, cfg.steps + 1), desc=cfg.adapter, disable=not cfg.progress,
                          initial=start - 1, total=cfg.steps):
             # --- sample: G completions for each of P prompts of every domain, from the adapter -----
             started = time.perf_counter()
             prompts = [ex for d in domains.values() for ex in d.train_examples(step, P, cfg.seed)]  # D*P
             rollout = sample(model, bank.tokenizer, [ex for ex in prompts for _ in range(G)],
-                             temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, generator=generator)
+                             temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, generator=generator,
+                             grad_prefill=reuse)
             # --- reward (each prompt's own domain) and group-normalised advantage ----------------
             rewards = rollout.rewards(bank.tokenizer).view(D * P, G)      # (D*P, G) in {0, 1}
             advantages, keep = group_advantages(rewards)                  # (D*P, G), (D*P,)
@@ -156,9 +160,9 @@ def train_teacher(bank: AdapterBank, cfg: GRPOConfig) -> Run:
             # --- policy gradient on the kept groups only ------------------------------------
             if keep.any():
                 mask = rollout.completion_mask * keep.repeat_interleave(G)[:, None]   # (D*P*G, C)
-                model.train()
-                logprobs = token_logprobs(completion_logits(model, rollout), rollout.completion_ids)  # (D*P*G, C)
-                model.eval()
+                with train_mode(model, enabled=not reuse):
+                    logits = completion_logits(model, rollout, prefill=rollout.prefill)  # (D*P*G, C, V)
+                logprobs = token_logprobs(logits, rollout.completion_ids)               # (D*P*G, C)
                 loss, _ = policy_gradient_loss(logprobs, advantages.view(-1), mask)
                 row.update(loss=loss.item(), **guarded_step(loss, params, optimizer, cfg.grad_clip))
                 row.update({**cost.trained(rollout), "cost/loss_tokens": int(mask.sum())})  # forward over all rows

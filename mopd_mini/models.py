@@ -3,6 +3,8 @@
 name                  what it loads
 "tiny" (default)      the shipped ~0.3M-parameter Qwen3-architecture model (mopd_mini/tiny_base/),
                       trained from scratch by `python -m mopd_mini.pretrain`; CPU in minutes
+"tiny-other"          a base of ANOTHER ORIGIN (mopd_mini/other_base/): the same tokenizer, other
+                      weights (another seed, one more layer); for the same-origin ablation only
 "Qwen/Qwen3-1.7B"     (or any Qwen3 hub id, or a local folder) the real model: bf16, or 4-bit /
                       8-bit through bitsandbytes; needs the weights on disk or a network
 "qwen3-1.7b-random"   the real Qwen3-1.7B architecture (vocabulary 151,936) with random weights,
@@ -25,6 +27,8 @@ from .tokenizer import qwen3_tokenizer
 
 TINY = "tiny"
 TINY_DIR = Path(__file__).parent / "tiny_base"
+TINY_OTHER = "tiny-other"
+OTHER_DIR = Path(__file__).parent / "other_base"
 QWEN3_ID = "Qwen/Qwen3-1.7B"
 QWEN3_RANDOM = "qwen3-1.7b-random"
 QUANTIZE = (None, "4bit", "8bit")
@@ -92,8 +96,8 @@ def load_base(name: str = TINY, *, dtype: torch.dtype | None = None, quantize: s
     device = torch.device(device) if device is not None else default_device()
     if shrink and name != QWEN3_RANDOM:
         raise ValueError(f"shrink applies to {QWEN3_RANDOM!r} only")
-    if name == TINY:
-        model, tokenizer = _load_tiny(dtype or torch.float32, quantize)
+    if name in (TINY, TINY_OTHER):
+        model, tokenizer = _load_tiny(dtype or torch.float32, quantize, TINY_DIR if name == TINY else OTHER_DIR)
     elif name == QWEN3_RANDOM:
         model, tokenizer = _random_qwen3(dtype or qwen3_dtype(device.type, bf16_supported(device)),
                                          quantize, shrink or {})
@@ -106,14 +110,15 @@ def load_base(name: str = TINY, *, dtype: torch.dtype | None = None, quantize: s
     return model, tokenizer
 
 
-def _load_tiny(dtype, quantize):
+def _load_tiny(dtype, quantize, folder=TINY_DIR):
     if quantize is not None:
         raise ValueError("quantize is for Qwen3 weights; the tiny model is already 1 MB: drop quantize")
-    if not (TINY_DIR / "config.json").exists():
-        raise FileNotFoundError(f"the shipped tiny base is missing from {TINY_DIR}; rebuild it with "
-                                "`python -m mopd_mini.pretrain` or reinstall the package")
-    model = AutoModelForCausalLM.from_pretrained(TINY_DIR, dtype=dtype)
-    return model, AutoTokenizer.from_pretrained(TINY_DIR)
+    if not (folder / "config.json").exists():
+        raise FileNotFoundError(f"the shipped tiny base is missing from {folder}; rebuild it with "
+                                "`python -m mopd_mini.pretrain` (docs/tiny_base.md has the command) "
+                                "or reinstall the package")
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+    return model, AutoTokenizer.from_pretrained(folder)
 
 
 def _random_qwen3(dtype, quantize, shrink):

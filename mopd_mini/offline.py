@@ -52,7 +52,7 @@ from .evaluate import TEACHER_OF, accuracy_by_length
 from .losses import sft_loss, soft_label_kl
 from .rollout import completion_logits, pack, sample
 from . import runs
-from .runs import Run, check_loop, guarded_step, preset
+from .runs import Run, adamw, check_loop, guarded_step, preset
 
 LOSSES = ("sft", "soft")
 KEEP = ("correct", "all")
@@ -255,7 +255,7 @@ def train_offline(bank: AdapterBank, cfg: OfflineConfig, data: Collected | None 
     bank.start(cfg.adapter, None, seed=cfg.seed)
     bank.set_checkpointing(cfg.gradient_checkpointing)
     params = list(bank.parameters(cfg.adapter).values())
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    optimizer = adamw(params, cfg.lr)
     generator = torch.Generator().manual_seed(cfg.seed)   # unused by the loop: the data order is seeded per epoch
     run = Run.open(cfg.experiment, cfg.adapter, cfg)
     start = run.resume(bank, cfg.adapter, optimizer, generator)

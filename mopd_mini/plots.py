@@ -7,6 +7,10 @@
     method_bars, score_vs_cost       notebook 05: normalised score by method; score against cost (log x)
     forgetting, sample_efficiency    Cascade RL forgetting curve; MOPD vs Mix-RL by prompts seen
     merge_sweep                      Param-Merge: normalised score against the merge weights
+    initial_kl(summary)              the ablations (notebook 06, docs/ablations.md): initial KL to
+    origin_curves(results)           each binding teacher, the KL and accuracy curves of both origins,
+    rounds(summary)                  round 1 vs round 2 (normalised against round 1),
+    ucmopd(summary)                  UCMOPD vs MOPD per domain with the kept fractions
     save(fig, "name")                PNG under figures/ (or any folder)
 
 Inputs are the plain dicts the library returns (evaluate tables, Run.metrics, Run.trace); these
@@ -317,3 +321,107 @@ def baselines_view(rep: dict) -> dict:
             merges[key[6:]] = {", ".join(f"{k} {s[k]:g}" for k in ("w", "density") if k in s):
                                {d: s[d] for d in ("binding", "recall", "mean")} for s in settings}
     return {"scores": scores, "cost_panels": panels, "curves": curves, "forgetting": forgetting, "merges": merges}
+
+
+# ---------------------------------------------------------------------------------------------
+# the ablations (mopd_mini.ablations.summarise gives `summary`; bench/ablations.py the results)
+# ---------------------------------------------------------------------------------------------
+
+
+def _bar(ax, x, cell, **kw):
+    """A bar of a (mean, std) cell, with its std as an error bar."""
+    mean, sd = cell
+    ax.bar(x, mean, yerr=sd, capsize=3, **kw)
+
+
+def initial_kl(summary: dict, per_seed: list[dict] | None = None):
+    """Per-token reverse KL at step 0 from the student (= the base) to the same-origin and to the
+    other-origin binding teacher, on the same samples; mean +/- std over seeds (dots: seeds)."""
+    kl = summary["origin"]["initial_kl"]
+    fig, ax = plt.subplots(figsize=(4.6, 3.6))
+    for i, (key, label) in enumerate((("same_origin", "same origin"), ("other_origin", "other origin"))):
+        _bar(ax, i, kl[key], color=["#1f77b4", "#d62728"][i], label=label)
+        for x in per_seed or []:
+            ax.plot(i, x[key], "k.", ms=5)
+    ax.set(xticks=[0, 1], xticklabels=["same origin", "other origin"], ylabel="per-token reverse KL at init",
+           title=f"binding teacher: other / same = {kl['ratio'][0]:.1f}x")
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    return fig
+
+
+def origin_curves(results: dict, smooth: int = 10):
+    """Top: exact KL to the binding teacher per step; bottom: binding accuracy at each evaluation;
+    one column per loss, same vs other origin, mean over seeds."""
+    runs = [r for seed in results["origin"].values() for r in seed["runs"].values()]
+    losses = sorted({r["loss"] for r in runs})
+    fig, axes = plt.subplots(2, len(losses), figsize=(5.2 * len(losses), 6.4), squeeze=False)
+    for j, loss in enumerate(losses):
+        for kind, color in (("same", "#1f77b4"), ("other", "#d62728")):
+            group = [r["curve"] for r in runs if r["loss"] == loss and r["origin"] == kind]
+            if not group:
+                continue
+            kl = np.mean([[row["kl/binding"] for row in c] for c in group], axis=0)
+            steps = np.array([row["step"] for row in group[0]])
+            if smooth > 1 and len(kl) >= smooth:
+                kl, steps = np.convolve(kl, np.ones(smooth) / smooth, mode="valid"), steps[smooth - 1:]
+            axes[0, j].plot(steps, kl, color=color, label=f"{kind} origin ({len(group)} seeds)")
+            acc = [[np.mean([v for k, v in row.items() if k.startswith("acc/binding/")]) for row in c
+                    if any(k.startswith("acc/binding/") for k in row)] for c in group]
+            ev = [row["step"] for row in group[0] if any(k.startswith("acc/binding/") for k in row)]
+            axes[1, j].plot(ev, np.mean(acc, axis=0), "o-", color=color, label=f"{kind} origin")
+        axes[0, j].set(yscale="log", xlabel="step", ylabel=f"KL to binding teacher ({smooth}-step mean)",
+                       title=f"MOPD-{loss}: KL to the binding teacher")
+        axes[1, j].set(xlabel="step", ylabel="binding accuracy (mean over L)", title=f"MOPD-{loss}: binding accuracy")
+        for ax in axes[:, j]:
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def rounds(summary: dict):
+    """Normalised scores against the ROUND-1 teachers (1.0 = round 1's teacher), per domain and
+    their mean, for round 1's student and round 2's teachers and students; the paper's dashed."""
+    rows = summary["rounds"]["rows"]
+    fig, ax = plt.subplots(figsize=(8.5, 3.8))
+    cols = ("binding", "recall", "mean")
+    width = 0.8 / len(rows)
+    for i, (label, cell) in enumerate(rows.items()):
+        for j, c in enumerate(cols):
+            _bar(ax, j - 0.4 + width * (i + 0.5), cell[c], width=width, color=plt.get_cmap("tab10")(i),
+                 label=label if j == 0 else None)
+    for label, value in summary["rounds"]["paper"].items():
+        ax.axhline(value, ls="--", lw=1, color="black" if "teacher" in label else "gray")
+        ax.text(2.45, value, f"paper: {label.split(' (')[0]} {value}", fontsize=7, va="bottom", ha="right")
+    ax.axhline(1.0, color="black", lw=0.5)
+    ax.set(xticks=range(3), xticklabels=cols, ylabel="normalised vs round-1 teachers",
+           title="multi-round MOPD (1.0 = the round-1 teacher)")
+    ax.legend(fontsize=7, loc="lower left")
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    return fig
+
+
+def ucmopd(summary: dict):
+    """Per setting: accuracy per domain, MOPD vs UCMOPD (mean +/- std over seeds), with the base
+    dotted and UCMOPD's kept fractions in the labels."""
+    settings = summary["ucmopd"]["settings"]
+    titles = {"two": "two teachers", "preserve": "capability preservation (recall -> base)"}
+    fig, axes = plt.subplots(1, len(settings), figsize=(5.6 * len(settings), 3.8), squeeze=False)
+    for ax, (setting, rows) in zip(axes[0], settings.items()):
+        for i, (method, cell) in enumerate(rows.items()):
+            kept = [f"{d[:4]}: kept {cell[f'gg_kept/{d}'][0]:.2f}, masked {cell[f'tef_masked/{d}'][0]:.2f}"
+                    for d in ("binding", "recall") if cell.get(f"gg_kept/{d}", (None,))[0] is not None]
+            label = method + (f" ({'; '.join(kept)})" if kept else "")
+            for j, d in enumerate(("binding", "recall")):
+                _bar(ax, j - 0.2 + 0.4 * i, cell[d], width=0.4, color=["#2ca02c", "#9467bd"][i],
+                     label=label if j == 0 else None)
+        for j, d in enumerate(("binding", "recall")):
+            ax.plot([j - 0.4, j + 0.4], [summary["base"][d]] * 2, "k:", label="base" if j == 0 else None)
+        ax.set(xticks=[0, 1], xticklabels=["binding", "recall"], ylim=(0, 1.3), ylabel="accuracy (mean over L)",
+               yticks=np.linspace(0, 1, 6), title=titles.get(setting, setting))
+        ax.legend(fontsize=7, loc="upper left")
+        ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    return fig

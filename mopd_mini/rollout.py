@@ -16,10 +16,12 @@ distils on the student's untruncated distribution), greedy for evaluation.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from transformers import DynamicCache
 
 import factworld
 
@@ -116,6 +118,7 @@ class Rollout:
     examples: list           # the FactWorld examples, one per row
     sample_logprobs: Tensor  # (B, C)     log-probs when sampled (a diagnostic: losses recompute)
     ended: Tensor            # (B,)       True where the completion emitted EOS within the budget
+    prefill: "Prefill | None" = None  # the sampler's prompt prefill WITH grad (sample(grad_prefill=True))
 
     @property
     def completion_ids(self) -> Tensor:
@@ -126,8 +129,8 @@ class Rollout:
         return [ex.task for ex in self.examples]
 
     def texts(self, tokenizer) -> list[str]:
-        return [tokenizer.decode(ids[m.bool()], skip_special_tokens=True)
-                for ids, m in zip(self.completion_ids, self.completion_mask)]
+        rows = [ids[m.bool()].tolist() for ids, m in zip(self.completion_ids.cpu(), self.completion_mask.cpu())]
+        return tokenizer.batch_decode(rows, skip_special_tokens=True)  # one call: the rewards' decode per step
 
     def rewards(self, tokenizer) -> Tensor:
         """The verifiable reward, (B,) in {0, 1}: FactWorld's relaxed match against the gold answer,
@@ -143,7 +146,20 @@ class Rollout:
         i = torch.tensor(index, dtype=torch.long)
         return Rollout(self.input_ids[i], self.attention_mask[i], self.completion_mask[i],
                        self.prompt_len, [self.examples[j] for j in index], self.sample_logprobs[i],
-                       self.ended[i])
+                       self.ended[i])  # (no prefill: a sub-batch is for scoring, never for training)
+
+
+@dataclass
+class Prefill:
+    """The student's prompt prefill, kept WITH its autograd graph for the training forward
+    (`completion_logits(model, rollout, prefill=rollout.prefill)`), one row per rollout row.
+
+    keys_values  per layer, the prompt's keys and values (B, heads, P, head_dim): the tensors the
+                 prefill computed, carrying grad (never copies made under no_grad)
+    logits       (B, 1, V) the logits at the prompt's last position, which predict completion token 0"""
+
+    keys_values: list[tuple[Tensor, Tensor]]
+    logits: Tensor
 
 
 def _draw(probs: Tensor, generator: torch.Generator | None) -> Tensor:
@@ -156,12 +172,22 @@ def _draw(probs: Tensor, generator: torch.Generator | None) -> Tensor:
 
 @torch.no_grad()
 def sample(model, tokenizer, examples: list, *, temperature: float = 1.0, greedy: bool = False,
-           max_new_tokens: int = 8, generator: torch.Generator | None = None, **forward_kwargs) -> Rollout:
+           max_new_tokens: int = 8, generator: torch.Generator | None = None, top_p: float = 1.0,
+           grad_prefill: bool = False, **forward_kwargs) -> Rollout:
     """One completion per example from `model` as it is now (its active adapter):
     y_t ~ softmax(logits_t / temperature), no truncation; `greedy` takes the argmax instead.
-    `forward_kwargs` go to every forward (e.g. peft's `adapter_names` for a mixed batch)."""
+    `top_p` < 1 truncates to the nucleus (UCMOPD's exploration samples only; MOPD itself never
+    truncates); `sample_logprobs` are then those of the truncated, renormalised distribution.
+    `forward_kwargs` go to every forward (e.g. peft's `adapter_names` for a mixed batch).
+
+    `grad_prefill`: the prompt prefill runs WITH grad and the rollout keeps it (`rollout.prefill`),
+    so that the training forward need not run over the prompt again (see `completion_logits`). The
+    decode steps still run without grad, on a detached view of the same keys and values; the draws
+    are the same as without it."""
     if not greedy and not temperature > 0:
         raise ValueError(f"temperature must be > 0 (got {temperature}); use greedy=True for argmax decoding")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1] (1: no truncation), got {top_p}")
     device = next(model.parameters()).device
     prompts = [e.prompt for e in examples]
     distinct = {p: i for i, p in enumerate(dict.fromkeys(prompts))}        # GRPO repeats each prompt G times
@@ -177,13 +203,22 @@ def sample(model, tokenizer, examples: list, *, temperature: float = 1.0, greedy
         # prefill's hidden states to a non-contiguous (B, 1, H) view, for which torch's matmul copies the
         # whole (H, V) head once per row (B x 622 MB at Qwen3's vocabulary)
         last = torch.tensor([step_ids.shape[1] - 1], device=device)
-        out = model(input_ids=step_ids, attention_mask=mask, position_ids=step_pos, cache=cache,
-                    use_cache=True, logits_to_keep=last, **forward_kwargs)
-        cache, logits = out.cache, out.logits[:, -1]
-        if len(logits) < len(examples):  # the prefill ran once per distinct prompt: copy it to each of its rows
-            cache.reorder_cache(row_of)
-            logits, ids, mask, step_pos = logits[row_of], ids[row_of], mask[row_of], step_pos[row_of]
+        first = cache is None
+        with torch.enable_grad() if grad_prefill and first else nullcontext():  # (the copies below too)
+            out = model(input_ids=step_ids, attention_mask=mask, position_ids=step_pos, cache=cache,
+                        use_cache=True, logits_to_keep=last, **forward_kwargs)
+            cache, logits = out.cache, out.logits[:, -1]
+            if len(logits) < len(examples):  # the prefill ran once per distinct prompt: copy it to each of its rows
+                cache.reorder_cache(row_of)  # index_select: new tensors, through which grad flows back
+                logits, ids, mask, step_pos = logits[row_of], ids[row_of], mask[row_of], step_pos[row_of]
+            if grad_prefill and first:       # keep the grad-carrying tensors; decode on detached views of them
+                prefill = Prefill([(layer.keys, layer.values) for layer in cache.layers], logits[:, None])
+                for layer in cache.layers:   # DynamicLayer.update concatenates into NEW tensors: these stay intact
+                    layer.keys, layer.values = layer.keys.detach(), layer.values.detach()
+                logits = logits.detach()
         logp = torch.log_softmax(logits.float() / (1.0 if greedy else temperature), -1)  # (B, V)
+        if top_p < 1 and not greedy:
+            logp = nucleus(logp, top_p)
         y = logp.argmax(-1) if greedy else _draw(logp.exp(), generator)
         alive = ~done                                          # this step's token is real for these rows
         y = torch.where(alive, y, tokenizer.pad_token_id)      # finished rows only pad
@@ -195,7 +230,8 @@ def sample(model, tokenizer, examples: list, *, temperature: float = 1.0, greedy
             break
     completion_mask = torch.stack(alive_steps, 1).float()      # (B, C) 1 up to and including EOS
     return Rollout(torch.cat([ids, torch.stack(tokens, 1)], 1), mask, completion_mask, ids.shape[1],
-                   list(examples), torch.stack(logps, 1) * completion_mask, done)
+                   list(examples), torch.stack(logps, 1) * completion_mask, done,
+                   prefill if grad_prefill else None)
 
 
 def pack(model, tokenizer, examples: list, completions: list[list[int]]) -> Rollout:
@@ -219,19 +255,82 @@ def pack(model, tokenizer, examples: list, completions: list[list[int]]) -> Roll
                    prompt_ids.shape[1], list(examples), torch.zeros_like(completion_mask).to(device), ended)
 
 
-def completion_logits(model, rollout: Rollout, **forward_kwargs) -> Tensor:
+def nucleus(logp: Tensor, top_p: float) -> Tensor:
+    """Top-p truncation of (B, V) log-probs: keep the most likely tokens whose cumulative mass
+    reaches top_p (the first always), renormalise; the others get -inf."""
+    sorted_logp, order = logp.sort(-1, descending=True)                     # (B, V)
+    before = sorted_logp.exp().cumsum(-1) - sorted_logp.exp()               # mass strictly before each
+    drop = torch.zeros_like(logp, dtype=torch.bool).scatter(-1, order, before >= top_p)  # vocabulary order
+    kept = logp.masked_fill(drop, -torch.inf)
+    return kept - kept.logsumexp(-1, keepdim=True)
+
+
+def concat(a: Rollout, b: Rollout, pad_id: int) -> Rollout:
+    """Two rollouts of the same prompts' width P as one batch (a's rows, then b's); the shorter
+    completion block is padded (mask 0), so every row scores as it would alone."""
+    if a.prompt_len != b.prompt_len:
+        raise ValueError(f"rollouts with prompt widths {a.prompt_len} and {b.prompt_len} cannot be "
+                         "concatenated; sample them from the same prompts")
+    C = max(a.completion_mask.shape[1], b.completion_mask.shape[1])
+
+    def widen(x: Tensor, extra: int, value) -> Tensor:
+        return torch.cat([x, x.new_full((len(x), extra), value)], 1) if extra else x
+
+    parts = [(r, C - r.completion_mask.shape[1]) for r in (a, b)]
+    return Rollout(torch.cat([widen(r.input_ids, e, pad_id) for r, e in parts]),
+                   torch.cat([widen(r.attention_mask, e, 0) for r, e in parts]),
+                   torch.cat([widen(r.completion_mask, e, 0) for r, e in parts]), a.prompt_len,
+                   list(a.examples) + list(b.examples),
+                   torch.cat([widen(r.sample_logprobs, e, 0) for r, e in parts]), torch.cat([a.ended, b.ended]))
+
+
+def completion_logits(model, rollout: Rollout, prefill: Prefill | None = None, **forward_kwargs) -> Tensor:
     """The model's logits at the positions that predict each completion token: (B, C, V).
 
     One forward over prompt + completion (a prefill); the LM head runs on those C positions only
     (`logits_to_keep`), never on the prompt, which at V = 151,936 is most of the memory. The
     result is one contiguous (B, C, V) tensor (no slice of a larger one), so the losses chunk it
-    without a copy."""
+    without a copy.
+
+    With `prefill` (the sampler's own prompt prefill, run with grad: `sample(grad_prefill=True)`)
+    the prompt is not run again: the forward covers the first C - 1 completion tokens only, on top
+    of the prefill's keys and values, and the logits of completion token 0 are the prefill's last
+    ones. Same logits, same gradient (the graph reaches the adapter through the prompt's keys and
+    values), one prompt forward fewer per step. Only for the model that sampled, in the same
+    mode: the trainers use it when dropout is 0 and activation checkpointing is off."""
+    if prefill is not None:
+        return _logits_on_prefill(model, rollout, prefill, **forward_kwargs)
     P, C = rollout.prompt_len, rollout.completion_mask.shape[1]
     keep = torch.arange(P - 1, P + C - 1, device=rollout.input_ids.device)  # P-1 .. P+C-2 predict P .. P+C-1
     out = model(input_ids=rollout.input_ids, attention_mask=rollout.attention_mask,
                 position_ids=position_ids(rollout.attention_mask), logits_to_keep=keep, use_cache=False,
                 **forward_kwargs)
     return out.logits
+
+
+def prefill_reusable(model, checkpointing: bool) -> bool:
+    """Whether a trainer may train on the sampler's prefill (`sample(grad_prefill=True)`): only when
+    train() and eval() run the same forward, so the prefill that sampled is the one that trains: no
+    dropout with p > 0 anywhere (LoRA's included), no attention dropout, and no activation
+    checkpointing (it acts in train mode only, and a cached forward cannot be recomputed)."""
+    if checkpointing:
+        return False
+    if any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()):
+        return False
+    return not getattr(model.config, "attention_dropout", 0.0)
+
+
+def _logits_on_prefill(model, rollout: Rollout, prefill: Prefill, **forward_kwargs) -> Tensor:
+    P, C = rollout.prompt_len, rollout.completion_mask.shape[1]
+    if C == 1:
+        return prefill.logits
+    # a fresh cache holding the prefill's own tensors: update() concatenates into new tensors, so the
+    # prefill is left as it was and the gradient flows through the concatenation into it
+    cache = DynamicCache(ddp_cache_data=prefill.keys_values, config=model.config)
+    mask = rollout.attention_mask[:, :P + C - 1]                             # prompt + tokens 0 .. C-2
+    out = model(input_ids=rollout.input_ids[:, P:P + C - 1], attention_mask=mask,
+                position_ids=position_ids(mask)[:, P:], cache=cache, use_cache=True, **forward_kwargs)
+    return torch.cat([prefill.logits, out.logits], 1)                        # (B, C, V): predict tokens 0 .. C-1
 
 
 def token_logprobs(logits: Tensor, ids: Tensor) -> Tensor:

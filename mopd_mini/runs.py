@@ -18,6 +18,7 @@ import io
 import json
 import os
 import random
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -126,6 +127,38 @@ class Run:
             return None
         self.write_files()
         return bank.save(name, self.dir)
+
+
+def adamw(params, lr: float, weight_decay: float = 0.0) -> torch.optim.AdamW:
+    """AdamW for every trainer: torch's fused kernel (one kernel for all the tensors: the update of
+    every LoRA matrix at once) where torch has it for the parameters' device (CUDA, CPU, MPS, ...),
+    else the foreach kernels, else the plain loop. The same update as plain AdamW, up to rounding
+    (about 1e-9 on fp32 weights)."""
+    params = [p for p in params]
+    if not params:
+        raise ValueError("no parameters to optimise: the adapter has no trainable tensors")
+    from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+
+    devices = {p.device.type for p in params}
+    floating = all(p.is_floating_point() for p in params)
+    if len(devices) == 1 and floating and devices <= set(_get_fused_kernels_supported_devices()):
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=True)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, foreach=len(devices) == 1)
+
+
+@contextmanager
+def train_mode(model, enabled: bool = True):
+    """model.train() inside, model.eval() after (the trainers sample and score in eval mode); nothing
+    at all when not `enabled` (the forward is the same in both modes: no dropout, no checkpointing),
+    which spares two walks over every module per step."""
+    if not enabled:
+        yield model
+        return
+    model.train()
+    try:
+        yield model
+    finally:
+        model.eval()
 
 
 def guarded_step(loss: torch.Tensor, params: list, optimizer, grad_clip: float) -> dict:

@@ -10,6 +10,10 @@ The student sampled a completion y for a prompt x of domain d; the teacher of d 
 
 Teacher distributions are never averaged: routing picks exactly one teacher per sample.
 
+A route may also name a FOREIGN teacher (`bank.add_foreign`: a separate model, its own base plus
+its own adapter, same tokenizer): its rows are prefilled by that model, the others as below, and
+the scores are the same tensors, so the losses and the logging do not know the difference.
+
 Two ways to run the teachers, with identical results (a test checks this to 1e-5):
     "mixed"  ONE forward for the whole batch, each row through its own LoRA adapter: inside
              every LoRA layer,  y_b = W x_b + s_t B_t A_t x_b  with t the teacher of row b
@@ -35,7 +39,7 @@ from peft.tuners.lora import LoraLayer
 from torch import Tensor, nn
 
 from .adapters import BASE, AdapterBank
-from .losses import log_softmax_at
+from .losses import log_softmax_at, reverse_kl
 from .rollout import Rollout, completion_logits
 
 MODES = ("mixed", "swap")
@@ -58,7 +62,8 @@ def route_names(bank: AdapterBank, rollout: Rollout, route: dict[str, str]) -> l
         raise ValueError(f"no teacher routed for domain(s) {missing}; route = {route}. "
                          "Give every domain in the batch a teacher adapter")
     for name in set(route.values()):
-        bank.check(name)
+        if name not in bank.foreign:
+            bank.check(name)
     return [route[d] for d in rollout.domains]
 
 
@@ -132,11 +137,21 @@ def _routable(layers: list, teachers: set[str]) -> bool:
     return True
 
 
+def lora_layers(bank: AdapterBank) -> list:
+    """The model's LoRA layers, found once per set of adapters (a walk over every module costs about
+    1% of a tiny MOPD step; the layers change only when an adapter is added or removed)."""
+    key = (id(bank.model), tuple(bank.names))
+    cached = getattr(bank, "_lora_layers", None)
+    if cached is None or cached[0] != key:
+        cached = bank._lora_layers = (key, [m for m in bank.model.modules() if isinstance(m, LoraLayer)])
+    return cached[1]
+
+
 @contextmanager
 def routed(bank: AdapterBank, names: list[str], device=None):
     """Inside: `bank.model` runs row b through adapter names[b] (BASE: none), in one forward.
     Yields False (and changes nothing) when an adapter is of a kind the routed pass does not cover."""
-    layers = [m for m in bank.model.modules() if isinstance(m, LoraLayer)]
+    layers = lora_layers(bank)
     if not _routable(layers, set(names) - {BASE}):
         yield False
         return
@@ -157,6 +172,28 @@ def score(bank: AdapterBank, rollout: Rollout, route: dict[str, str], *, mode: s
     if mode not in MODES:
         raise ValueError(f"unknown scoring mode {mode!r}; valid modes: {MODES}")
     names = route_names(bank, rollout, route)
+    foreign = [i for i, n in enumerate(names) if n in bank.foreign]
+    if foreign:  # some rows go to separate models: score the bank's rows and each model's apart
+        logits = None
+        own = [i for i, n in enumerate(names) if n not in bank.foreign]
+        parts = [(own, None)] if own else []
+        parts += [([i for i in foreign if names[i] == n], n) for n in dict.fromkeys(names[i] for i in foreign)]
+        for rows, name in parts:
+            sub = rollout.rows(rows)
+            if name is None:
+                part = _bank_logits(bank, sub, [names[i] for i in rows], mode)
+            else:
+                teacher = bank.foreign[name]
+                part = _bank_logits(teacher.bank, sub, [teacher.adapter] * len(rows), mode)
+            if logits is None:
+                logits = part.new_empty((len(names),) + part.shape[1:])
+            logits[rows] = part
+        return summarise(logits, rollout.completion_ids, k, full)
+    return summarise(_bank_logits(bank, rollout, names, mode), rollout.completion_ids, k, full)
+
+
+def _bank_logits(bank: AdapterBank, rollout: Rollout, names: list[str], mode: str):
+    """(B, C, V) logits of every row through the bank's adapter names[b] (BASE: none)."""
     was_training = bank.model.training
     if was_training:
         bank.model.eval()  # teachers never run dropout; peft's mixed batches require eval mode
@@ -179,4 +216,19 @@ def score(bank: AdapterBank, rollout: Rollout, route: dict[str, str], *, mode: s
     finally:
         if was_training:
             bank.model.train()
-    return summarise(logits, rollout.completion_ids, k, full)
+    return logits
+
+
+@torch.no_grad()
+def kl_on_samples(bank: AdapterBank, rollout: Rollout, student: str, teachers: list[str]) -> dict[str, float]:
+    """The exact per-token reverse KL(student || teacher), token mean over the rollout's completion
+    tokens, for each teacher (an adapter, BASE or a foreign teacher) on the SAME samples: how far
+    apart two teachers start from one student (the same-origin ablation's first number)."""
+    with bank.use(student) as model:
+        student_logits = completion_logits(model, rollout)                   # (B, C, V)
+    out = {}
+    for name in teachers:
+        t = score(bank, rollout, {d: name for d in set(rollout.domains)}, k=1)
+        _, info = reverse_kl(student_logits, t.logits, rollout.completion_mask)
+        out[name] = (info["kl"].sum() / rollout.completion_mask.sum()).item()
+    return out

@@ -10,15 +10,17 @@ SCRIPTS = {  # module: arguments of its smallest run
     "step_vs_sft": ["--quick"],
     "routing": ["--quick"],
     "loss_memory": ["--quick"],
-    "speedups": ["--quick"],
     "course_stages": ["--quick"],
     "gpu_h200": ["--dry-run", "--no-write"],
     "real_size_cpu": ["--quick"],
+    "peers": ["--quick"],  # needs trl (the bench extra): skipped without it
 }
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_bench_script_runs(name, monkeypatch, tmp_path):
+    if name == "peers":
+        pytest.importorskip("trl", reason="bench.peers compares against TRL: pip install -e '.[bench]'")
     monkeypatch.delenv("MOPD_FAST", raising=False)      # course_stages refuses the CI mode in full runs only
     module = importlib.import_module(f"bench.{name}")
     common = importlib.import_module("bench.common")
@@ -46,6 +48,26 @@ def test_sections_are_rewritten_in_place(tmp_path):
     assert text.index("begin:summary") < text.index("begin:step") < text.index("begin:routing")
 
 
+def test_compare_commits_runs_a_command_on_both_trees(capsys):
+    """The helper checks out a commit in a worktree, runs the command there and here, pulls the figure
+    out of each output and removes the worktree afterwards."""
+    import subprocess
+    import sys
+
+    compare_commits = importlib.import_module("bench.compare_commits")
+    root = compare_commits.ROOT
+    code = "import mopd_mini, pathlib; print('root=', pathlib.Path(mopd_mini.__file__).parents[1]); print('x=2.5')"
+    res = compare_commits.main(["--base", "HEAD", "--repeats", "1", "--metric", "x=x=([0-9.]+)", "--",
+                                sys.executable, "-c", code])
+    assert res["base"]["x"] == res["head"]["x"] == [2.5]
+    assert "| x | 2.5 | 2.5 | 1.000x |" in capsys.readouterr().out
+    worktrees = subprocess.run(["git", "worktree", "list"], cwd=root, capture_output=True, text=True).stdout
+    assert "mopd-compare-" not in worktrees
+    with pytest.raises(ValueError, match="matched nothing"):
+        compare_commits.main(["--base", "HEAD", "--repeats", "1", "--metric", "y=y=([0-9.]+)", "--",
+                              sys.executable, "-c", "print('x=1')"])
+
+
 def test_baselines_protocol_runs_and_writes_its_page(monkeypatch, tmp_path):
     """bench.baselines at its quick size (every method, the val grid, two seeds; seconds of
     training): the page, the JSON and the five figures land where asked; a re-run reloads."""
@@ -68,3 +90,16 @@ def test_baselines_protocol_runs_and_writes_its_page(monkeypatch, tmp_path):
     assert (tmp_path / "again" / "baselines.md").read_text() == page   # the page is a function of the JSON
     again = baselines.main(["--quick", "--quiet", "--seeds", "0", "--no-write"])
     assert again["rows"]["mopd_pg"][0]["acc"] == rep["rows"]["mopd_pg"][0]["acc"]
+
+
+def test_ablations_quick(monkeypatch, tmp_path):
+    """bench.ablations --quick runs every study's code path (3 steps per run, in memory) and
+    writes nothing; its summary has every study."""
+    monkeypatch.delenv("MOPD_FAST", raising=False)
+    ablations = importlib.import_module("bench.ablations")
+    monkeypatch.setattr(ablations, "DOCS", tmp_path)
+    results, summary = ablations.main(["--quick", "--no-write"])
+    assert not any(tmp_path.iterdir())
+    assert {"origin", "rounds", "ucmopd"} <= set(summary)
+    assert summary["origin"]["initial_kl"]["ratio"][0] > 0
+    assert set(summary["ucmopd"]["settings"]) == {"two", "preserve"}

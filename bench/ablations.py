@@ -1,0 +1,280 @@
+"""Three ablations on the tiny default, 3 seeds: a binding teacher of another origin, multi-round
+MOPD, and UCMOPD vs plain MOPD. Rewrites docs/ablations.md, docs/ablations.json and the figures
+docs/figures/ablation_*.png.
+
+    python -m bench.ablations                              # everything, seeds 0 1 2 (~35 min alone on one core)
+    python -m bench.ablations --seeds 0 --studies origin   # a part
+    python -m bench.ablations --quick --no-write           # a smoke test of every code path (seconds)
+
+The studies are the functions of `mopd_mini.ablations` (notebook 06 runs them for one seed);
+runs live in runs/ablations/ (the other base's teacher in runs/ablations/other/), so a re-run
+reloads finished ones and only evaluates again. One torch thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import torch  # noqa: E402
+
+import mopd_mini as mm  # noqa: E402
+from mopd_mini import ablations as ab  # noqa: E402
+from mopd_mini import plots  # noqa: E402
+from mopd_mini.adapters import atomic_write  # noqa: E402
+
+from .common import command, machine_line  # noqa: E402
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+STUDIES = ("origin", "rounds", "ucmopd")
+
+
+def cell(c, digits=2, signed=False):
+    """'mean ± std' of a (mean, std) pair."""
+    if c is None or c[0] is None:
+        return "-"
+    f = f"{{:{'+' if signed else ''}.{digits}f}}"
+    return f.format(c[0]) + (f" ± {c[1]:.{digits}f}" if c[1] else "")
+
+
+def evaluate_cached(bank, names: list[str], n: int, folder: str | None) -> dict:
+    """mm.evaluate's "acc" for `names`, reusing earlier evaluations of the same finished run
+    (same n, same checkpoint file) from runs/<folder>/evaluations.json; None: no cache."""
+    cache_file = None if folder is None else mm.runs.RUNS_DIR / folder / "evaluations.json"
+    cache = json.loads(cache_file.read_text()) if cache_file and cache_file.exists() else {}
+
+    def stamp(name):
+        ckpt = None if folder is None else mm.runs.RUNS_DIR / folder / name / "checkpoint.pt"
+        return f"{n}:{ckpt.stat().st_mtime_ns}" if ckpt is not None and ckpt.exists() else None
+
+    acc, todo = {}, []
+    for name in names:
+        hit = cache.get(name)
+        if hit and stamp(name) and hit["stamp"] == stamp(name):
+            acc[name] = hit["acc"]
+        else:
+            todo.append(name)
+    if todo:
+        fresh = mm.evaluate(bank, todo, n=n)["acc"]
+        acc.update(fresh)
+        for name in todo:
+            if stamp(name):
+                cache[name] = {"stamp": stamp(name), "acc": fresh[name]}
+        if cache_file is not None:
+            atomic_write(cache_file, json.dumps(cache, default=str).encode())
+    return {name: acc[name] for name in names}
+
+
+def plan(args) -> list[tuple[str, int]]:
+    """The order the studies run in: seed by seed, the origin study first (the rounds and the
+    two-teacher UCMOPD comparison reuse its normal PG student), so that a run stopped early has
+    every study for the first seeds."""
+    seeds = {"origin": args.seeds, "rounds": args.rounds_seeds or args.seeds, "ucmopd": args.ucmopd_seeds or args.seeds}
+    order = sorted({s for study in args.studies for s in seeds[study]})
+    return [(study, s) for s in order for study in STUDIES if study in args.studies and s in seeds[study]]
+
+
+def run(args, write=None) -> dict:
+    """Train (or reload) every run of the plan; evaluate each new adapter once; after each study,
+    `write(results)` if given (so docs/ always reflect the studies finished so far)."""
+    torch.set_num_threads(1)
+    # rounds and UCMOPD need no teacher of another origin
+    bank, other = ab.ablation_banks(ab.TINY_OTHER if "origin" in args.studies else None, device="cpu")
+    exp = "ablations"
+    n = 8 if args.quick else args.n
+    seconds, results = {}, {"origin": {}, "rounds": {}, "ucmopd": {}}
+    results["settings"] = {**args.student, "teacher_steps": args.teacher_steps, "seeds": args.seeds,
+                           "rounds_seeds": args.rounds_seeds or args.seeds, "ucmopd_seeds": args.ucmopd_seeds or args.seeds,
+                           "from_round1_seeds": [s for s in args.from_round1_seeds if s in (args.rounds_seeds or args.seeds)],
+                           "n": n}
+    results["seconds"] = seconds
+    t = time.time()
+    ab.teachers(bank, other, exp, quick=args.quick)
+    seconds["round-1 teachers (and the other base's)"] = time.time() - t
+    cache = None if args.quick else exp
+    if other is not None:
+        results["other_table"] = {"acc": evaluate_cached(other, ["base", "teacher_binding"], n,
+                                                         cache and f"{exp}/other"), "n": n}
+    results["table"] = {"acc": evaluate_cached(bank, ["base", "teacher_binding", "teacher_recall"], n, cache), "n": n}
+    for study, seed in plan(args):
+        t, s = time.time(), str(seed)
+        if study == "origin":
+            losses = args.losses if "origin" in args.studies else ("pg",)
+            out = ab.origin_study(bank, seed, losses=losses, experiment=exp, quick=args.quick, **args.student)
+        elif study == "rounds":
+            out = ab.multi_round(bank, seed, experiment=exp, quick=args.quick, teacher_steps=args.teacher_steps,
+                                 from_round1=seed in args.from_round1_seeds, **args.student)
+        else:
+            out = ab.ucmopd_study(bank, seed, experiment=exp, quick=args.quick, **args.student)
+        results[study][s] = out
+        new = [a for a in bank.names if a not in results["table"]["acc"]]
+        results["table"]["acc"].update(evaluate_cached(bank, new, n, cache))
+        seconds[f"{study} seed {seed}"] = time.time() - t
+        print(f"{study} seed {seed}: {seconds[f'{study} seed {seed}']:.0f} s", flush=True)
+        if write:
+            write(results)
+    if "origin" not in args.studies:
+        results["origin"] = {}
+    return results
+
+
+def report(results: dict, summary: dict, cmd: str, machine: str) -> str:
+    st = results["settings"]
+    lines = ["# Ablations: a teacher of another origin, multi-round MOPD, UCMOPD", "",
+             "Every number on this page was written by one command, on the machine below:", "",
+             "```bash", cmd, "```", "",
+             f"Machine: {machine}. Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. "
+             f"Test prompts per domain and length: {results['table']['n']}. Students: `MOPDConfig.for_model(\"tiny\")` "
+             f"with {st['steps']} steps (the course's notebook 03: 300; in-run evaluation every {st['eval_every']} steps on "
+             f"{st['eval_n']} prompts per length); round-1 teachers: `GRPOConfig.for_model(\"tiny\")` (200 steps, seed 0, "
+             "as notebook 02); the studies are the functions of "
+             "`mopd_mini/ablations.py`. Accuracy: greedy, relaxed match, test split, mean over the domain's "
+             "evaluation lengths (binding 16/24/32, recall 16/24). Mean ± population std over the seeds shown.", "",
+             f"Base: binding {summary['base']['binding']:.2f}, recall {summary['base']['recall']:.2f}. "
+             f"Round-1 teachers (seed 0, shared by every student): binding {summary['teachers']['binding']:.2f}, "
+             f"recall {summary['teachers']['recall']:.2f}.", ""]
+    if "origin" in summary:
+        o = summary["origin"]
+        kl = o["initial_kl"]
+        lines += ["## 1. Same origin matters? (paper section 4.4.2)", "",
+                  "The student sits on the course base; its binding prompts are scored by the binding teacher of "
+                  "ANOTHER base (`load_base(\"tiny-other\")`: same tokenizer, other weights, 3 layers; docs/tiny_base.md), "
+                  "its recall prompts by the course's own recall teacher. Beside it, the normal two-teacher run "
+                  "with the same seed.", "",
+                  f"Binding teachers on the course's test prompts: same origin {summary['teachers']['binding']:.2f} "
+                  f"(its base {summary['base']['binding']:.2f}); other origin {o['other_teacher_binding']:.2f} "
+                  f"(its base {o['other_base_binding']:.2f}).", "",
+                  f"**Initial per-token KL** (student at init = the course base; {results['origin'][o['seeds'][0]]['initial_kl']['n']} "
+                  f"binding prompts per seed, the SAME samples scored by both teachers; seeds {', '.join(o['seeds'])}):", "",
+                  "| binding teacher | initial per-token reverse KL |", "| --- | --- |",
+                  f"| same origin | {cell(kl['same_origin'], 3)} |", f"| other origin | {cell(kl['other_origin'], 3)} |",
+                  f"| ratio other / same | **{cell(kl['ratio'])}** |", "",
+                  "The paper: about 2x to 5x (0.04 to 0.19 by one summary).", "",
+                  "![initial KL](figures/ablation_initial_kl.png)", "",
+                  "| loss | origin | final binding | final recall | KL/binding first 10% of steps | last 10% | "
+                  "peak binding during the run | verdict |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for loss, row in o["losses"].items():
+            for kind in ("same", "other"):
+                r = row[kind]
+                lines.append(f"| {loss} | {kind} | {cell(r['binding'])} | {cell(r['recall'])} | {cell(r['kl_first'], 3)} | "
+                             f"{cell(r['kl_last'], 3)} | {cell(r['peak'])} | {row['verdict'] if kind == 'other' else ''} |")
+        lines += ["", "Verdict rule (ours; the paper gives no threshold): *diverges* if the KL to the foreign teacher "
+                  "is higher over the last 10% of steps than over the first 10%; *degrades* if the foreign run ends more "
+                  "than 0.05 below the same-origin run AND more than 0.05 below its own peak; else *neither*.", "",
+                  "Per-seed final binding accuracy: " + "; ".join(
+                      f"{loss} {kind} " + ", ".join(f"{v:.2f}" for v in row[kind]['per_seed_binding'])
+                      for loss, row in o["losses"].items() for kind in ("same", "other")) + ".", "",
+                  "![origin curves](figures/ablation_origin_curves.png)", ""]
+    if "rounds" in summary and summary["rounds"]["rows"]:
+        r = summary["rounds"]
+        lines += ["## 2. Multi-round MOPD (paper section 4.4.3, Table 4)", "",
+                  f"Round 2: each domain's teacher is trained by GRPO ({st['teacher_steps']} steps) starting from a "
+                  "COPY of the round-1 student (`GRPOConfig(init_from=\"student_pg_s<seed>\")`); a round-2 student is "
+                  f"then distilled from the round-2 teachers (MOPD-PG, {st['steps']} steps), starting from the base (as stage 3 "
+                  f"does) and, for seeds {st['from_round1_seeds']}, from a copy of the round-1 student (`MOPDConfig(init_from=...)`). All are "
+                  "normalised against the ROUND-1 teachers (fixed denominator: above 1.0 = better than round 1); "
+                  "each round-2 teacher on its own domain.", "",
+                  "| model | binding | recall | mean | per seed (mean) | paper |", "| --- | --- | --- | --- | --- | --- |",
+                  "| round-1 teachers | 1.00 | 1.00 | 1.00 | | 1.000 |"]
+        for label, row in r["rows"].items():
+            lines.append(f"| {label} | {cell(row['binding'])} | {cell(row['recall'])} | **{cell(row['mean'])}** | "
+                         + ", ".join(f"{v:.2f}" for v in row["per_seed"]) + f" | {r['paper'].get(label, '')} |")
+        lines += ["", f"Seeds {', '.join(r['seeds'])}; seed s's round 2 starts from seed s's round-1 student.", "",
+                  "![rounds](figures/ablation_rounds.png)", ""]
+    if "ucmopd" in summary and summary["ucmopd"]["settings"]:
+        u = summary["ucmopd"]
+        opts = ab.ucmopd_options()
+        lines += ["## 3. UCMOPD vs plain MOPD (arXiv 2608.26735)", "",
+                  f"UCMOPD = Golden-Gain Enhancement ({opts['golden_gain']}) + Teacher-Endorsement Filtering; MOPD-PG, "
+                  f"{st['steps']} steps, both. *two teachers*: the course's setting (the plain run is the origin study's normal "
+                  "run). *capability preservation*: binding from its teacher, recall prompts routed to the stage-1 base "
+                  "as the \"general\" teacher (`MOPDConfig(teachers={\"recall\": \"base\"})`).", "",
+                  "| setting | method | binding | recall | binding normalised | recall normalised | binding gained "
+                  "(vs base) | recall kept (vs base) | exploration kept (bind / rec) | tokens masked (bind / rec) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for setting, rows in u["settings"].items():
+            for method, c in rows.items():
+                kept = (f"{cell(c['gg_kept/binding'])} / {cell(c['gg_kept/recall'])}"
+                        if c.get("gg_kept/binding", (None,))[0] is not None else "")
+                masked = (f"{cell(c['tef_masked/binding'])} / {cell(c['tef_masked/recall'])}"
+                          if c.get("tef_masked/binding", (None,))[0] is not None else "")
+                lines.append(f"| {setting} | {method} | {cell(c['binding'])} | {cell(c['recall'])} | "
+                             f"{cell(c['normalised']['binding'])} | {cell(c['normalised']['recall'])} | "
+                             f"{cell(c['binding_gained'], signed=True)} | {cell(c['recall_kept'], signed=True)} | "
+                             f"{kept} | {masked} |")
+        lines += ["", f"Seeds {', '.join(u['seeds'])}. Kept / masked: means over the run's steps of `gg_kept/<domain>` "
+                  "(share of exploration samples whose positive-advantage density reached the anchor's) and "
+                  "`tef_masked/<domain>` (share of the loss's tokens the endorsement mask dropped).", "",
+                  "![ucmopd](figures/ablation_ucmopd.png)", ""]
+    lines += ["## Wall time", "", "| part | seconds |", "| --- | --- |"]
+    lines += [f"| {k} | {v:.0f} |" for k, v in results["seconds"].items()]
+    lines += ["", "Runs that already existed in runs/ablations/ were reloaded, not retrained: their time is the reload.", ""]
+    return "\n".join(lines)
+
+
+def figures(results: dict, summary: dict, folder: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    out = []
+    if "origin" in summary:
+        per_seed = [results["origin"][s]["initial_kl"] for s in summary["origin"]["seeds"]]
+        out.append(plots.save(plots.initial_kl(summary, per_seed), "ablation_initial_kl", folder))
+        out.append(plots.save(plots.origin_curves(results), "ablation_origin_curves", folder))
+    if "rounds" in summary and summary["rounds"]["rows"]:
+        out.append(plots.save(plots.rounds(summary), "ablation_rounds", folder))
+    if "ucmopd" in summary and summary["ucmopd"]["settings"]:
+        out.append(plots.save(plots.ucmopd(summary), "ablation_ucmopd", folder))
+    plt.close("all")
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--losses", nargs="+", default=["pg", "topk"], help="origin study: the loss forms")
+    p.add_argument("--studies", nargs="+", default=list(STUDIES), choices=STUDIES)
+    p.add_argument("--n", type=int, default=200, help="test prompts per domain and length")
+    p.add_argument("--steps", type=int, default=100, help="steps of every student (the course's preset: 300)")
+    p.add_argument("--teacher-steps", type=int, default=100, help="GRPO steps of each round-2 teacher")
+    p.add_argument("--eval-every", type=int, default=25, help="students' in-run evaluation interval")
+    p.add_argument("--eval-n", type=int, default=32, help="test prompts per length in the in-run evaluations")
+    p.add_argument("--from-round1-seeds", type=int, nargs="*", default=[0],
+                   help="multi-round: seeds that also train a round-2 student started from the round-1 student")
+    p.add_argument("--rounds-seeds", type=int, nargs="*", help="multi-round: other seeds than --seeds")
+    p.add_argument("--ucmopd-seeds", type=int, nargs="*", help="UCMOPD: other seeds than --seeds")
+    p.add_argument("--quick", action="store_true", help="3 steps per run, in memory, one seed: a smoke test")
+    p.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
+    args = p.parse_args(argv)
+    if args.quick:  # one seed, PG only, 3 steps per run, in memory
+        args.seeds, args.losses, args.from_round1_seeds = args.seeds[:1], ["pg"], []
+        args.rounds_seeds = args.ucmopd_seeds = None
+    args.student = {"steps": args.steps, "eval_every": args.eval_every, "eval_n": args.eval_n}
+    cmd = command("bench.ablations", argv)
+
+    def write(results):
+        summary = ab.summarise(results)
+        text = report(results, summary, cmd, machine_line())
+        if args.no_write:
+            return summary, text
+        (DOCS / "figures").mkdir(parents=True, exist_ok=True)
+        figures(results, summary, DOCS / "figures")
+        atomic_write(DOCS / "ablations.json", json.dumps({"command": cmd, "machine": machine_line(), **results,
+                                                          "summary": summary}, indent=1, default=str).encode())
+        atomic_write(DOCS / "ablations.md", text.encode())
+        return summary, text
+
+    results = run(args, write)
+    summary, text = write(results)
+    print(text)
+    if not args.no_write:
+        print(f"wrote {DOCS / 'ablations.md'}, {DOCS / 'ablations.json'} and the figures")
+    return results, summary
+
+
+if __name__ == "__main__":
+    main()

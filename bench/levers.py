@@ -1,0 +1,90 @@
+"""Issue 14's levers, each switched off in turn, in one process: the trainers' own step time
+(bench.trainer_step's clock) with everything on, with prefill once off (the two-pass path that
+tests/test_prefill_once.py keeps as its reference: `prefill_reusable` answers False), and with
+fused AdamW off (torch's plain AdamW). Runs alternate (the order rotates every repetition); each
+figure is the median over repetitions of (step with the lever off) / (step with everything on).
+
+    python -m bench.levers                      # a few minutes
+    python -m bench.levers --quick
+
+(`bench.compare_commits` measures a change against its parent commit instead, in two processes.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from contextlib import ExitStack
+from unittest import mock
+
+import torch
+
+from .common import make_bank, median, ms, print_and_write, section_head, set_threads
+from .trainer_step import per_step
+
+
+def plain_adamw(params, lr, weight_decay=0.0):
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+
+
+def variants():
+    from mopd_mini import distill, grpo
+
+    def never(model, checkpointing):
+        return False
+
+    return {"all on": [],
+            "prefill once off (two passes, train/eval toggles)": [(distill, "prefill_reusable", never), (grpo, "prefill_reusable", never)],
+            "fused AdamW off (plain AdamW)": [(distill, "adamw", plain_adamw), (grpo, "adamw", plain_adamw)]}
+
+
+def main(argv=None, write: bool = True) -> dict:
+    from mopd_mini import GRPOConfig, MOPDConfig, train_student, train_teacher
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=11, help="steps per run (the first is not counted)")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--no-write", action="store_true")
+    args = p.parse_args(argv)
+    set_threads(args.threads)
+    if args.quick:
+        args.steps, args.reps = 3, 1
+    bank = make_bank("tiny")
+    common = dict(steps=args.steps, eval_every=0, experiment=None, progress=False)
+    trainers = {"MOPD (train_student)": lambda: train_student(bank, MOPDConfig.for_model("tiny", track_steps=(), **common)),
+                "GRPO (train_teacher)": lambda: train_teacher(bank, GRPOConfig.for_model("tiny", domain="binding",
+                                                                                         name="bench_grpo", **common))}
+    names = list(variants())
+    times = {t: {v: [] for v in names} for t in trainers}
+    load = ["{:.1f}".format(os.getloadavg()[0])]
+    for rep in range(args.reps):
+        for v in names[rep % len(names):] + names[:rep % len(names)]:
+            with ExitStack() as stack:
+                for module, attr, value in variants()[v]:
+                    stack.enter_context(mock.patch.object(module, attr, value))
+                for t, fn in trainers.items():
+                    times[t][v].append(median(per_step(fn)))
+        load.append("{:.1f}".format(os.getloadavg()[0]))
+        print(f"repetition {rep + 1}: " + "; ".join(f"{t} {v}: {ms(times[t][v][-1])}" for t in trainers for v in names),
+              flush=True)
+    lines = [section_head("Issue 14's levers, each off in turn (tiny, this CPU)", "bench.levers", argv=argv), "",
+             f"The trainers' own steps (bench.trainer_step's clock: CPU time between logged steps, the first not "
+             f"counted), {args.steps} steps per run, {args.reps} repetitions alternated, {torch.get_num_threads()} "
+             f"torch thread(s); load average (1 min) during: {' -> '.join(load)} (a shared machine).", "",
+             "| trainer | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(names)]
+    for t in trainers:
+        base = times[t]["all on"]
+        cells = [ms(median(base))] + [f"{ms(median(times[t][v]))} ({median([x / y for x, y in zip(times[t][v], base)]):.2f}x)"
+                                      for v in names[1:]]
+        lines.append(f"| {t} | " + " | ".join(cells) + " |")
+    lines += ["", "A ratio above 1 is what the lever saves: the step with it off, over the step with everything "
+              "on. The per-step overhead changes (LoRA layers found once, one batch_decode) and the skipped "
+              "train/eval toggles have no switch; they are inside every column."]
+    print_and_write("levers", "\n".join(lines), None, write and not args.no_write and not args.quick)
+    return times
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,520 @@
+"""This library against its peer: the same on-policy distillation work through `train_student` and
+through Hugging Face TRL's `DistillationTrainer` (trl 1.16.0), interleaved in one process; and the
+memory of several teachers held as LoRA adapters on one base against teachers held as separate models.
+
+    pip install -e '.[bench]'                   # trl==1.16.0 beside this project's torch/transformers/peft
+    python -m bench.peers                       # about 10 minutes on 2 cores, ~11 GB of RAM at peak
+    python -m bench.peers --quick               # tiny settings, no Qwen3 memory figure (smoke test)
+    python -m bench.peers --no-memory           # the tiny step comparison only
+
+What is compared (tiny default, fp32, 2 torch threads, 4 new tokens, temperature 1, no truncation):
+  * one teacher (binding), batch 8 and 16: `train_student` with loss "kl" (the exact full-vocabulary
+    reverse KL, which is what TRL minimises at beta = 1) against `DistillationTrainer` with the
+    teacher as a separate model (a merged copy of base + teacher LoRA: how TRL holds a teacher), the
+    same student LoRA (r 16, alpha 32, all linear layers, the same initial A), the same prompts
+    in the same order, lr 1e-3 constant, grad clip 1, no activation checkpointing, no evaluation,
+    metrics logged every step on both sides. Per-step CPU time is the time between consecutive
+    logged steps (after the first), measured in each trainer's own loop: `Run.log` on this side,
+    a `TrainerCallback.on_step_end` on TRL's. Each repetition runs both (the order alternates); the
+    figure is the median over repetitions of TRL's median step / this library's median step.
+  * the per-token check: on one rollout, TRL's own divergence kernel (ChunkedDivergenceFunction,
+    beta = 1) against `losses.reverse_kl`, on the same student and teacher logits.
+  * two teachers (binding and recall, 8 prompts each): this library's routed step (one forward for
+    both teachers, 16 rows, one update) against the closest TRL set-up without writing routing code:
+    two DistillationTrainers sharing one student model, one per domain with its own teacher model,
+    stepped alternately (two generations and two updates of 8 rows). Not the same optimisation (two
+    smaller updates instead of one), so the ratio is of cost per 16 routed rows, not of learning.
+  * memory (Qwen3-1.7B architecture, random weights, CPU, bf16): two teachers + student as this
+    library holds them (one base, three LoRA adapters) against the same MOPD step with each teacher
+    a separate model (a merged copy of the base, as TRL and verl hold teachers), each configuration
+    in a fresh subprocess, peak resident memory of the whole process (getrusage ru_maxrss).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import torch
+
+from .common import (Steps, gb, make_bank, median, ms, print_and_write, section_head, set_threads,
+                     step_examples)
+from .trainer_step import step_clock
+
+GOAL_STEP = 1.25    # TRL's step / this library's, one teacher
+GOAL_MEMORY = 0.45  # this library's peak / separate teachers' peak
+DEVICE = "cpu"      # --device: "cuda" on a GPU (bench.gpu_h200 --peers runs it so)
+
+
+def have_trl() -> bool:
+    return importlib.util.find_spec("trl") is not None
+
+
+def load_avg() -> str:
+    return "{:.1f} / {:.1f} / {:.1f}".format(*os.getloadavg())
+
+
+# ---------------------------------------------------------------------------------------------
+# a teacher as a separate model: the base with the teacher's LoRA merged in (TRL's, verl's way)
+# ---------------------------------------------------------------------------------------------
+
+
+def separate_teacher(bank, name: str, model: str = "tiny", **load_kwargs):
+    """A full model of its own: a fresh copy of the base with W += s B A of adapter `name`."""
+    from peft.tuners.lora import LoraLayer
+
+    from mopd_mini import load_base
+
+    teacher, _ = load_base(model, device=DEVICE, **load_kwargs)
+    modules = dict(teacher.named_modules())
+    with torch.no_grad():
+        for path, layer in bank.model.named_modules():
+            if isinstance(layer, LoraLayer) and name in layer.lora_A:
+                target = modules[path.removeprefix("base_model.model.")]
+                A, B = layer.lora_A[name].weight.float(), layer.lora_B[name].weight.float()
+                target.weight += (B @ A * layer.scaling[name]).to(target.weight.dtype)
+    return teacher.eval().requires_grad_(False)
+
+
+# ---------------------------------------------------------------------------------------------
+# this library: train_student, timed between logged steps
+# ---------------------------------------------------------------------------------------------
+
+
+def lib_config(domains: tuple, prompts: int, steps: int):
+    from mopd_mini import MOPDConfig
+
+    return MOPDConfig.for_model("tiny", loss="kl", domains=domains, prompts_per_domain=prompts, steps=steps,
+                                eval_every=0, track_steps=(), experiment=None, progress=False)
+
+
+def run_library(bank, cfg) -> dict:
+    """`steps` steps of train_student from a fresh student; per-step CPU times and the logged KL."""
+    from mopd_mini import train_student
+
+    stamps = []
+    with step_clock(stamps):
+        run = train_student(bank, cfg)
+    return {"step": [b - a for a, b in zip(stamps, stamps[1:])], "kl": [r["kl"] for r in run.metrics]}
+
+
+# ---------------------------------------------------------------------------------------------
+# TRL: DistillationTrainer on the same prompts, the same student init, a separate teacher
+# ---------------------------------------------------------------------------------------------
+
+
+def trl_trainer(bank, cfg, teacher_model, student_model, examples: list, student_init: dict, out_dir: str,
+                peft: bool = True):
+    """A DistillationTrainer set up to do what `train_student(cfg)` does (see the module docstring).
+    `student_model`: a plain base (peft wraps it) or, with peft=False, a PeftModel to share."""
+    from datasets import Dataset
+    from peft import set_peft_model_state_dict
+    from trl import DistillationConfig, DistillationTrainer
+
+    from mopd_mini.rollout import chat_prompt
+
+    tok = bank.tokenizer
+    data = Dataset.from_dict({"prompt": [chat_prompt(tok, ex.prompt) for ex in examples]})
+    args = DistillationConfig(
+        output_dir=out_dir, per_device_train_batch_size=len(examples) // cfg.steps, gradient_accumulation_steps=1,
+        max_steps=cfg.steps, learning_rate=cfg.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
+        max_grad_norm=cfg.grad_clip, bf16=False, fp16=False, gradient_checkpointing=False, use_cpu=DEVICE == "cpu",
+        report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True, max_completion_length=cfg.max_new_tokens,
+        temperature=cfg.temperature, top_k=0, top_p=1.0, beta=1.0, shuffle_dataset=False, seed=cfg.seed,
+        dataloader_num_workers=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = DistillationTrainer(model=student_model, teacher_model=teacher_model, args=args, train_dataset=data,
+                                      processing_class=tok, peft_config=bank.lora.peft_config() if peft else None)
+    if student_init is not None:  # the same initial adapter as this library's student
+        state = {k.replace(f".{cfg.student}.", "."): v for k, v in student_init.items()}
+        set_peft_model_state_dict(trainer.model, state)
+    return trainer
+
+
+def trl_callback(stamps: list, losses: list):
+    from transformers import TrainerCallback
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            stamps.append(time.process_time())
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                losses.append(logs["loss"])
+    return Clock()
+
+
+def run_trl(trainer) -> dict:
+    stamps, losses = [], []
+    trainer.add_callback(trl_callback(stamps, losses))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.train()
+    return {"step": [b - a for a, b in zip(stamps, stamps[1:])], "kl": losses}
+
+
+def all_examples(cfg) -> list:
+    """Every step's prompts, in train_student's order (step 1's, then step 2's, ...)."""
+    return [ex for step in range(1, cfg.steps + 1) for ex in step_examples(cfg, step)]
+
+
+def student_init(bank, cfg) -> dict:
+    bank.start(cfg.student, seed=cfg.seed)          # what train_student starts from
+    return bank.state(cfg.student)
+
+
+def compare_one_teacher(bank, batch: int, steps: int, reps: int, tmp: str) -> dict:
+    from mopd_mini import load_base
+
+    cfg = lib_config(("binding",), batch, steps)
+    teacher = separate_teacher(bank, "teacher_binding")
+    init = student_init(bank, cfg)
+    examples = all_examples(cfg)
+    res = {"lib": [], "trl": [], "ratio": [], "lib_kl": None, "trl_kl": None, "load": [load_avg()]}
+    for rep in range(reps):
+        order = ("lib", "trl") if rep % 2 == 0 else ("trl", "lib")
+        out = {}
+        for side in order:
+            if side == "lib":
+                out["lib"] = run_library(bank, cfg)
+            else:
+                student, _ = load_base("tiny", device=DEVICE)
+                out["trl"] = run_trl(trl_trainer(bank, cfg, teacher, student, examples, init, tmp))
+        lib, trl = median(out["lib"]["step"]), median(out["trl"]["step"])
+        res["lib"].append(lib), res["trl"].append(trl), res["ratio"].append(trl / lib)
+        res["lib_kl"], res["trl_kl"] = out["lib"]["kl"], out["trl"]["kl"]
+        res["load"].append(load_avg())
+        print(f"  batch {batch}, repetition {rep + 1}: this library {ms(lib)}, TRL {ms(trl)} per step "
+              f"({trl / lib:.2f}x); load {res['load'][-1]}", flush=True)
+    return res
+
+
+def compare_two_teachers(bank, prompts: int, steps: int, reps: int, tmp: str) -> dict:
+    """Routed (one trainer, both domains) vs two TRL trainers on one shared student, stepped alternately."""
+    from peft import get_peft_model, set_peft_model_state_dict
+
+    from mopd_mini import load_base
+
+    cfg = lib_config(("binding", "recall"), prompts, steps)
+    teachers = {d: separate_teacher(bank, f"teacher_{d}") for d in cfg.domains}
+    init = student_init(bank, cfg)
+    res = {"lib": [], "trl": [], "ratio": [], "load": [load_avg()]}
+    for rep in range(reps):
+        order = ("lib", "trl") if rep % 2 == 0 else ("trl", "lib")
+        for side in order:
+            if side == "lib":
+                lib = median(run_library(bank, cfg)["step"])
+                continue
+            base, _ = load_base("tiny", device=DEVICE)
+            shared = get_peft_model(base, bank.lora.peft_config())
+            set_peft_model_state_dict(shared, {k.replace(f".{cfg.student}.", "."): v for k, v in init.items()})
+            per_domain = {}
+            for d in cfg.domains:
+                one = lib_config((d,), prompts, steps)
+                per_domain[d] = trl_trainer(bank, one, teachers[d], shared, all_examples(one), None,
+                                            os.path.join(tmp, d), peft=False)
+            # alternate: one step of each trainer per routed step (each trainer.train() does `steps`)
+            stamps = {d: [] for d in cfg.domains}
+            for d, trainer in per_domain.items():
+                trainer.add_callback(trl_callback(stamps[d], []))
+            for d, trainer in per_domain.items():   # trainers run their steps back to back; per-step times add
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    trainer.train()
+            trl = sum(median([b - a for a, b in zip(s, s[1:])]) for s in stamps.values())
+        res["lib"].append(lib), res["trl"].append(trl), res["ratio"].append(trl / lib)
+        res["load"].append(load_avg())
+        print(f"  two teachers, repetition {rep + 1}: this library {ms(lib)} per routed step, TRL (two trainers) "
+              f"{ms(trl)} ({trl / lib:.2f}x); load {res['load'][-1]}", flush=True)
+    return res
+
+
+def kl_agreement(bank) -> dict:
+    """TRL's divergence kernel at beta = 1 vs losses.reverse_kl, per token, on one rollout's logits.
+    The kernel takes hidden states and an LM head: feeding the logits themselves through an identity
+    head gives it exactly the logits that reverse_kl sees."""
+    from trl.kernels.chunked_divergence import ChunkedDivergenceFunction
+
+    from mopd_mini import teachers as routing
+    from mopd_mini.losses import reverse_kl
+    from mopd_mini.rollout import completion_logits, sample
+
+    cfg = lib_config(("binding", "recall"), 8, 1)
+    examples = step_examples(cfg)
+    with bank.use("teacher_binding") as model:     # a student that is not the teacher: a real KL
+        rollout = sample(model, bank.tokenizer, examples, max_new_tokens=cfg.max_new_tokens,
+                         generator=torch.Generator().manual_seed(0))
+    with bank.use("teacher_recall") as model, torch.no_grad():
+        student = completion_logits(model, rollout)
+    teacher = routing.score(bank, rollout, cfg.route, k=cfg.topk).logits
+    mask = rollout.completion_mask
+    _, info = reverse_kl(student, teacher, mask)
+    V = student.shape[-1]
+    eye = torch.eye(V)
+    div, _ = ChunkedDivergenceFunction.apply(student.reshape(-1, V), eye, None, teacher.reshape(-1, V), eye, None,
+                                             1.0, 1.0, 1.0, None, 1.0, None)
+    trl = div.view(mask.shape) * mask
+    ours = info["kl"] * mask
+    return {"tokens": int(mask.sum()), "max_abs_diff": (trl - ours).abs().max().item(),
+            "mean_kl": (ours.sum() / mask.sum()).item()}
+
+
+# ---------------------------------------------------------------------------------------------
+# memory at the Qwen3 size, each configuration in its own process
+# ---------------------------------------------------------------------------------------------
+
+
+def memory_child(kind: str, prompts: int, shrink: dict | None) -> dict:
+    """One MOPD step of a student distilled from two teachers, with the teachers `kind`:
+    "shared" (LoRA adapters on the student's base: this library) or "separate" (full models)."""
+    from mopd_mini import MOPDConfig
+    from mopd_mini.distill import mopd_objective
+    from mopd_mini.rollout import completion_logits, sample
+    from mopd_mini.runs import guarded_step
+    from mopd_mini.teachers import TeacherScores, summarise
+
+    model_name = "qwen3-1.7b-random"
+    bank = make_bank(model_name, device=DEVICE, shrink=shrink)
+    cfg = MOPDConfig.for_model("qwen3", experiment=None, progress=False, prompts_per_domain=prompts,
+                               gradient_checkpointing=False)
+    steps = Steps(bank, cfg, step_examples(cfg))
+    out = {"kind": kind, "params_base": sum(p.numel() for n, p in bank.base.named_parameters() if "lora_" not in n)}
+    if kind == "shared":
+        with bank.use(cfg.student, trainable=True) as model:
+            out["step"] = steps.mopd(model)
+    else:
+        separate = {d: separate_teacher(bank, f"teacher_{d}", model_name, shrink=shrink) for d in cfg.domains}
+        for d in cfg.domains:
+            bank._drop(f"teacher_{d}")              # the teachers live in their own models only
+        with bank.use(cfg.student, trainable=True) as model:
+            rollout = sample(model, bank.tokenizer, steps.examples, max_new_tokens=cfg.max_new_tokens,
+                             generator=torch.Generator().manual_seed(0))
+            logits = None
+            with torch.no_grad():
+                for d, teacher in separate.items():
+                    rows = [i for i, x in enumerate(rollout.domains) if x == d]
+                    part = completion_logits(teacher, rollout.rows(rows))
+                    logits = part.new_empty((len(rollout.domains),) + part.shape[1:]) if logits is None else logits
+                    logits[rows] = part
+            scores: TeacherScores = summarise(logits, rollout.completion_ids, cfg.topk, True)
+            model.train()
+            student_logits = completion_logits(model, rollout)
+            model.eval()
+            loss, _ = mopd_objective(cfg, student_logits, rollout, scores)
+            out["step"] = {"loss": loss.item(), **guarded_step(loss, steps.params, steps.optimizer, cfg.grad_clip)}
+    out["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if DEVICE != "cpu":  # on a GPU the figure is the CUDA allocator's peak (weights, activations, caches)
+        out["peak_rss"] = torch.cuda.max_memory_allocated()
+    return out
+
+
+def memory(prompts: int, quick: bool, layers: int | None = None) -> dict:
+    """Peak memory of both configurations, each in a fresh process; `layers`: that many of Qwen3-1.7B's
+    28 layers (its width and vocabulary unchanged), for a machine without room for three full models."""
+    res = {"load": [load_avg()], "layers": layers}
+    for kind in ("shared", "separate"):
+        cmd = [sys.executable, "-m", "bench.peers", "--memory-child", kind, "--prompts", str(prompts),
+               "--device", DEVICE]
+        cmd += ["--quick"] if quick else []
+        cmd += ["--memory-layers", str(layers)] if layers else []
+        start = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+        if done.returncode != 0:
+            raise RuntimeError(f"the {kind} memory run failed:\n{done.stderr[-3000:]}")
+        res[kind] = json.loads(done.stdout.strip().splitlines()[-1])
+        res[kind]["wall"] = time.perf_counter() - start
+        res["load"].append(load_avg())
+        print(f"  memory, teachers {kind}: peak RSS {gb(res[kind]['peak_rss'])}; load {res['load'][-1]}", flush=True)
+    res["ratio"] = res["shared"]["peak_rss"] / res["separate"]["peak_rss"]
+    return res
+
+
+def project(depths: dict, layers: int) -> dict:
+    """Each configuration's peak as a + b x layers through the measured depths (least squares), at `layers`."""
+    out = {"load": [], "projected_from": sorted(depths)}
+    for kind in ("shared", "separate"):
+        xs = sorted(depths)
+        ys = [depths[L][kind]["peak_rss"] for L in xs]
+        mx, my = statistics.mean(xs), statistics.mean(ys)
+        b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+        out[kind] = {"peak_rss": my + b * (layers - mx), "per_layer": b, "wall": sum(depths[L][kind]["wall"] for L in xs)}
+    for L in sorted(depths):
+        out["load"] += depths[L]["load"]
+    out["ratio"] = out["shared"]["peak_rss"] / out["separate"]["peak_rss"]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the report
+# ---------------------------------------------------------------------------------------------
+
+
+def versions() -> str:
+    import accelerate
+    import peft
+    import transformers
+    import trl
+
+    return (f"trl {trl.__version__}, transformers {transformers.__version__}, peft {peft.__version__}, "
+            f"accelerate {accelerate.__version__}, torch {torch.__version__}")
+
+
+def report(res: dict, args, argv) -> tuple[str, dict]:
+    where = "" if DEVICE == "cpu" else f" (on {torch.cuda.get_device_name(0)})"
+    lines = [section_head("Against the peer: TRL's DistillationTrainer, and teachers as separate models" + where,
+                          "bench.peers", argv=argv), "",
+             f"*Versions:* {versions()}  \n*Load average (1 / 5 / 15 min) at the start:* {res['load_start']}; the "
+             f"machine is shared with other jobs, so CPU time (process_time) is the clock, and every figure is a "
+             f"ratio of the two sides timed alternately in the same process.", "",
+             f"Tiny default, fp32, {args.threads} torch threads, {args.steps} steps per run (the first step of each "
+             f"run is not timed), {args.reps} repetitions; see `bench/peers.py` for what each side runs.", "",
+             "| set-up | this library, per step | TRL, per step | TRL / this library | goal | load during |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    figures = {}
+    for batch, r in res["one"].items():
+        ratio = median(r["ratio"])
+        ok = ratio >= GOAL_STEP
+        lines.append(f"| one teacher (binding), batch {batch} | {ms(median(r['lib']))} | {ms(median(r['trl']))} | "
+                     f"**{ratio:.2f}x** (repetitions: {', '.join(f'{x:.2f}' for x in r['ratio'])}) | >= {GOAL_STEP}x: "
+                     f"{'met' if ok else '**missed**'} | {' -> '.join(r['load'][::max(1, len(r['load']) - 1)])} |")
+        figures[f"TRL step / this library's, one teacher, batch {batch}"] = {
+            "goal": f">= {GOAL_STEP}x", "measured": f"{ratio:.2f}x", "ok": ok}
+    if "two" in res:
+        r = res["two"]
+        ratio = median(r["ratio"])
+        lines.append(f"| two teachers, 8 prompts each: routed step vs two TRL trainers (one per teacher) | "
+                     f"{ms(median(r['lib']))} | {ms(median(r['trl']))} (both trainers' steps) | **{ratio:.2f}x** "
+                     f"(repetitions: {', '.join(f'{x:.2f}' for x in r['ratio'])}) | (reported) | "
+                     f"{' -> '.join(r['load'][::max(1, len(r['load']) - 1)])} |")
+        figures["TRL (two trainers) / this library's routed step, two teachers"] = {
+            "goal": "(reported)", "measured": f"{ratio:.2f}x", "ok": None}
+    a = res["agreement"]
+    lines += ["", f"**The same objective.** On one rollout ({a['tokens']} completion tokens, mean reverse KL "
+              f"{a['mean_kl']:.4f}), TRL's divergence kernel at beta = 1 and `losses.reverse_kl` agree per token to "
+              f"{a['max_abs_diff']:.1e} (fp32).", ""]
+    one = res["one"][max(res["one"])] if res["one"] else {}
+    if one.get("lib_kl") and one.get("trl_kl"):
+        n = min(len(one["lib_kl"]), len(one["trl_kl"]))
+        head = min(3, n)
+        lines += [f"**Learning, side by side** (the last repetition at batch {max(res['one'])}; the mean reverse KL "
+                  f"each trainer logged): this library {statistics.mean(one['lib_kl'][:head]):.4f} over its first "
+                  f"{head} steps -> {statistics.mean(one['lib_kl'][-head:]):.4f} over its last {head}; TRL "
+                  f"{statistics.mean(one['trl_kl'][:head]):.4f} -> {statistics.mean(one['trl_kl'][-head:]):.4f}. "
+                  "Same initial student, same prompts; the samples differ (each trainer draws with its own "
+                  "generator: this library's seeded sampler, TRL's `model.generate`), so the two curves agree "
+                  "in trend, not token for token. One difference in what is computed: TRL's training forward "
+                  "passes no position ids, so a left-padded prompt's positions start at its padding; this "
+                  "library counts positions from each row's first real token, when sampling and when scoring.", ""]
+    lines += ["**What is and is not comparable.** One teacher: the same work on both sides (one sampled completion "
+              "per prompt, the teacher's full distribution over the completion, the exact reverse KL, one AdamW "
+              "step on a LoRA student); TRL holds its teacher as a separate model, this library as a LoRA adapter "
+              "on the student's base, so the teacher's forward is a merged model there and a routed LoRA pass "
+              "here. Two teachers: TRL 1.16's DistillationTrainer takes one teacher; routing each prompt to its "
+              "domain's teacher needs either user code or one trainer per teacher. The row above runs one trainer "
+              "per teacher on a shared student, stepped one after the other: it does two generations, two teacher "
+              "forwards and two optimizer steps of 8 rows where this library does one of each over 16 rows, so it "
+              "compares the cost of serving 16 routed rows, not the same optimisation."]
+    if "memory" in res:
+        m = res["memory"]
+        ok = m["ratio"] <= GOAL_MEMORY
+        s, p = m["shared"], m["separate"]
+        if "memory_depths" in res:
+            measured = "; ".join(f"{L} layers: {gb(d['shared']['peak_rss'])} vs {gb(d['separate']['peak_rss'])} "
+                                 f"({d['ratio']:.2f}x; load {d['load'][0]} -> {d['load'][-1]})"
+                                 for L, d in sorted(res["memory_depths"].items()))
+            lines += ["", f"**Memory, measured at reduced depth and projected** (this machine had no room for three "
+                      f"full-size models beside the other jobs): Qwen3-1.7B's width and vocabulary with "
+                      f"{', '.join(map(str, sorted(res['memory_depths'])))} of its 28 layers, each configuration "
+                      f"in a fresh process (this library vs separate teachers): {measured}. The table below is the "
+                      f"straight line through those points at 28 layers (per layer: "
+                      f"{gb(m['shared']['per_layer'])} shared, {gb(m['separate']['per_layer'])} separate): a "
+                      "projection, not a measurement at 28 layers."]
+        lines += ["", f"**Memory: two teachers + student at the Qwen3-1.7B size** (random weights, bf16, {DEVICE}, "
+                  f"{args.memory_prompts} prompts per domain, one MOPD step, activation checkpointing off; each "
+                  f"configuration in a fresh process; "
+                  f"{'peak resident memory of the whole process, loading included' if DEVICE == 'cpu' else 'the CUDA allocator peak'}):",
+                  "", f"| teachers held as | peak {'RSS' if DEVICE == 'cpu' else 'CUDA memory'} | wall time | load during |",
+                  "| --- | --- | --- | --- |",
+                  f"| LoRA adapters on the student's base (this library) | {gb(s['peak_rss'])} | {s['wall']:.0f} s | "
+                  f"{'(projected)' if 'projected_from' in m else m['load'][0] + ' -> ' + m['load'][1]} |",
+                  f"| separate models (a merged copy of the base each, as TRL and verl hold them) | {gb(p['peak_rss'])} "
+                  f"| {p['wall']:.0f} s | {'(projected)' if 'projected_from' in m else m['load'][1] + ' -> ' + m['load'][2]} |", "",
+                  f"This library / separate teachers: **{m['ratio']:.2f}x** (goal <= {GOAL_MEMORY}x: "
+                  f"{'met' if ok else '**missed**'})."]
+        size = ("Qwen3-1.7B size" if "projected_from" not in m else
+                f"Qwen3-1.7B width, projected to 28 layers from {', '.join(map(str, m['projected_from']))}")
+        figures[f"peak memory, two teachers + student, {size}: this library / separate teachers"] = {
+            "goal": f"<= {GOAL_MEMORY}x", "measured": f"{m['ratio']:.2f}x", "ok": ok}
+    return "\n".join(lines), figures
+
+
+def main(argv=None, write: bool = True):
+    p = argparse.ArgumentParser(description="this library against TRL's DistillationTrainer")
+    p.add_argument("--reps", type=int, default=5, help="interleaved repetitions of each comparison")
+    p.add_argument("--steps", type=int, default=8, help="steps per run (the first is not timed)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batches", type=int, nargs="*", default=[8, 16])
+    p.add_argument("--memory-prompts", type=int, default=2, help="prompts per domain in the memory step")
+    p.add_argument("--no-memory", action="store_true", help="skip the Qwen3-size memory figure")
+    p.add_argument("--memory-layers", type=int, nargs="*", default=None,
+                   help="measure the memory at these depths (of 28 layers) and project to 28 by a straight line "
+                        "per configuration; default: the full 28 (three full models: ~11 GB of RAM)")
+    p.add_argument("--no-two", action="store_true", help="skip the two-teacher comparison")
+    p.add_argument("--no-steps", action="store_true", help="the memory figure only (no TRL step comparison)")
+    p.add_argument("--quick", action="store_true", help="tiny settings (smoke test): batch 2, 3 steps, 1 rep, "
+                   "no memory figure")
+    p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda: models, TRL and the memory figure "
+                   "there (on cuda the memory is the CUDA allocator's peak; section peers_gpu)")
+    p.add_argument("--memory-child", choices=("shared", "separate"), help=argparse.SUPPRESS)
+    p.add_argument("--prompts", type=int, default=2, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    global DEVICE
+    DEVICE = args.device
+    set_threads(args.threads)
+    if args.memory_child:
+        shrink = dict(num_hidden_layers=1, hidden_size=64, intermediate_size=128, num_attention_heads=2,
+                      num_key_value_heads=1, head_dim=32) if args.quick else None
+        if args.memory_layers and not args.quick:
+            shrink = {"num_hidden_layers": args.memory_layers[0]}
+        print(json.dumps(memory_child(args.memory_child, args.prompts, shrink)))
+        return None
+    if not have_trl():
+        print("bench.peers: skipped, trl is not installed (pip install -e '.[bench]' installs trl==1.16.0)")
+        return None
+    if args.quick:
+        args.reps, args.steps, args.batches, args.no_memory = 1, 3, [2], True
+    res = {"load_start": load_avg(), "one": {}}
+    if not args.no_memory:  # first: its subprocesses need the most memory, best before this one holds models
+        if args.memory_layers:
+            res["memory_depths"] = {L: memory(args.memory_prompts, args.quick, L) for L in args.memory_layers}
+            res["memory"] = project(res["memory_depths"], 28)
+        else:
+            res["memory"] = memory(args.memory_prompts, args.quick)
+    bank = make_bank("tiny", device=DEVICE)
+    with tempfile.TemporaryDirectory(prefix="mopd-peers-") as tmp:
+        res["agreement"] = kl_agreement(bank)
+        print(f"per-token KL, TRL vs reverse_kl: max abs diff {res['agreement']['max_abs_diff']:.1e}", flush=True)
+        for batch in [] if args.no_steps else args.batches:
+            res["one"][batch] = compare_one_teacher(bank, batch, args.steps, args.reps, tmp)
+        if not (args.no_two or args.no_steps):
+            res["two"] = compare_two_teachers(bank, 2 if args.quick else 8, args.steps, args.reps, tmp)
+    print(json.dumps(res, default=str), file=sys.stderr)  # everything measured, for the record
+    body, figures = report(res, args, argv)
+    key = "peers" if DEVICE == "cpu" else "peers_gpu"
+    print_and_write(key, body, figures, write and not args.no_write and not args.quick)
+    return res
+
+
+if __name__ == "__main__":
+    main()

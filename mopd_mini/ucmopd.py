@@ -1,0 +1,146 @@
+"""UCMOPD's two options for the MOPD trainer, as pure tensor functions (arXiv 2608.26735).
+
+The trainer (`distill.train_student`, `MOPDConfig.golden_gain` / `.endorsement`) calls these;
+nothing here knows about models. A_t is MOPD-PG's per-token advantage, log pi_T(y_t) - log pi_S(y_t)
+(before the clip), M the (B, T) completion mask.
+
+Golden-Gain Enhancement (which samples the student learns from):
+
+    r(y)      = (1 / max(n_plus, 1)) * sum_{t: A_t > 0} A_t        n_plus = #{t : A_t > 0, M_t = 1}
+    keep(y_e) = r(y_e) >= r(y_anchor)                               (the anchor is always kept)
+
+    the positive-advantage density: how much, per token the teacher endorses more than the
+    student, the sample has to teach (0 when no token has A_t > 0).
+
+Teacher-Endorsement Filtering (which tokens the student learns from):
+
+    cll_t = log p_T(y_t) + H[p_T(. | y_<t)]         centred log-likelihood (0 for a typical token)
+    s_t   = exp(min(cll_t, 0))                       endorsement, in (0, 1]; 1 if at least typical
+    w_t   = s_t if A_t > 0,  1 - s_t if A_t < 0,  1 if A_t = 0
+    keep_t ~ Bernoulli(w_t), seeded                  (a mask on the loss, not a weight)
+
+    A token the student should raise (A_t > 0) is learned from only as often as the teacher
+    endorses it; a token it should lower (A_t < 0) only as often as the teacher does NOT: an
+    untypical token that the teacher merely likes more than the student is mostly skipped, and a
+    typical one that the student over-weights is pushed down less often.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .losses import _check_shapes
+
+_CHUNK_ELEMENTS = 1 << 20
+
+
+def positive_advantage_density(advantages: Tensor, mask: Tensor) -> Tensor:
+    """r(y) = (1/max(n_plus, 1)) sum_{t: A_t > 0} A_t over the masked tokens. (B, T) -> (B,)."""
+    _check_shapes("pass (B, T) advantages and a (B, T) mask", advantages=advantages, mask=mask)
+    positive = (advantages > 0) & mask.bool()                                  # (B, T)
+    total = torch.where(positive, advantages, 0.0).sum(1)                      # (B,)
+    return total / positive.sum(1).clamp(min=1)
+
+
+def golden_gain_keep(anchor_density: Tensor, explore_density: Tensor) -> Tensor:
+    """Which exploration samples to keep: r(y_e) >= r(y_anchor) of the same prompt.
+
+    anchor_density: (P,), one anchor per prompt; explore_density: (P, m). Returns (P, m) bool."""
+    if anchor_density.dim() != 1 or explore_density.dim() != 2 or len(anchor_density) != len(explore_density):
+        raise ValueError(f"anchor_density must be (P,) and explore_density (P, m) for the same P prompts; got "
+                         f"{tuple(anchor_density.shape)} and {tuple(explore_density.shape)}")
+    return explore_density >= anchor_density[:, None]
+
+
+def entropy(logits: Tensor) -> Tensor:
+    """H[softmax(logits)] per position, (..., V) -> (...), in fp32, a chunk of rows at a time
+    (no (..., V) fp32 copy at Qwen3's vocabulary)."""
+    V = logits.shape[-1]
+    flat = logits.reshape(-1, V)
+    out = torch.empty(len(flat), dtype=torch.promote_types(logits.dtype, torch.float32), device=logits.device)
+    step = max(1, _CHUNK_ELEMENTS // V)
+    for i in range(0, len(flat), step):
+        logp = flat[i:i + step].to(out.dtype).log_softmax(-1)                  # (n, V)
+        out[i:i + step] = -(logp.exp() * logp).sum(-1)
+    return out.view(logits.shape[:-1])
+
+
+def endorsement_keep_prob(teacher_logprobs: Tensor, teacher_entropy: Tensor, advantages: Tensor) -> Tensor:
+    """w_t: s_t = exp(min(log p_T(y_t) + H_t, 0)) where A_t > 0, 1 - s_t where A_t < 0, 1 where A_t = 0."""
+    _check_shapes("pass (B, T) teacher log-probs, teacher entropies and advantages",
+                  teacher_logprobs=teacher_logprobs, teacher_entropy=teacher_entropy, advantages=advantages)
+    s = (teacher_logprobs + teacher_entropy).clamp(max=0).exp()               # (B, T) endorsement
+    return torch.where(advantages > 0, s, torch.where(advantages < 0, 1 - s, torch.ones_like(s)))
+
+
+def endorsement_mask(teacher_logprobs: Tensor, teacher_entropy: Tensor, advantages: Tensor, mask: Tensor,
+                     generator: torch.Generator | None = None) -> tuple[Tensor, dict]:
+    """The Bernoulli(w_t) keep-mask on the loss, (B, T) float, times `mask`. Seeded by `generator`
+    (a CPU generator: the same draw on every device). info: `keep_prob` (B, T) w_t, `masked_fraction`
+    (scalar), the share of the masked-in tokens that the filter drops."""
+    _check_shapes("pass a (B, T) mask", advantages=advantages, mask=mask)
+    w = endorsement_keep_prob(teacher_logprobs, teacher_entropy, advantages.detach())
+    u = torch.rand(w.shape, generator=generator, device=generator.device if generator else w.device).to(w.device)
+    M = mask.to(w.dtype)
+    keep = (u < w).to(w.dtype) * M
+    dropped = (M - keep).sum() / M.sum().clamp(min=1)
+    return keep, {"keep_prob": w, "masked_fraction": dropped}
+
+
+# ---------------------------------------------------------------------------------------------
+# the options, as MOPDConfig fields (None: off)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class GoldenGain:
+    """Golden-Gain Enhancement: per prompt, the anchor (the student's usual sample at temperature
+    1) plus `samples` exploration completions at `temperature` with nucleus `top_p`; an
+    exploration completion joins the loss iff its positive-advantage density is at least the
+    anchor's (`golden_gain_keep`).
+
+    How the loss treats the kept exploration samples: exactly like the anchor (the paper's choice).
+    Their per-token advantage is recomputed under the student's own temperature-1 distribution,
+    A_t = log pi_T(y_t) - log pi_S(y_t), so each token still says "the teacher likes this token more
+    (or less) than the student does, here"; no importance weight pi_S / q corrects for the tokens
+    having been drawn from the hotter, truncated q. The objective is then the reverse KL at the
+    prefixes of a MIXTURE of visit distributions, tilted towards samples with much to gain: biased
+    on purpose (that tilt is the method) and of bounded variance, where a ratio pi_S / q of
+    several tokens can be large. `importance_cap` switches the correction on for MOPD-PG (a
+    per-token weight min(pi_S(y_t) / q(y_t), cap), stopgrad; anchors get 1), to measure what the
+    choice costs. MOPD-Top-k and the exact KL are full-distribution objectives at each prefix, so
+    for them an exploration sample only adds prefixes and no weight applies.
+    """
+
+    samples: int = 3
+    """m: exploration completions per prompt (the paper: 3 to 7)"""
+    temperature: float = 1.5
+    """their sampling temperature (the paper: 1.5)"""
+    top_p: float = 0.9
+    """their nucleus (the paper: 0.9)"""
+    importance_cap: float | None = None
+    """None: no importance weight (the paper's choice); a float: MOPD-PG weights exploration tokens
+    by min(pi_S / q, cap)"""
+
+    def check(self) -> None:
+        if self.samples < 1:
+            raise ValueError(f"golden_gain.samples must be >= 1 (exploration completions per prompt), got {self.samples}")
+        if not self.temperature > 0:
+            raise ValueError(f"golden_gain.temperature must be > 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"golden_gain.top_p must be in (0, 1], got {self.top_p}")
+        if self.importance_cap is not None and not self.importance_cap > 0:
+            raise ValueError(f"golden_gain.importance_cap must be > 0 or None, got {self.importance_cap}")
+
+
+@dataclass
+class Endorsement:
+    """Teacher-Endorsement Filtering: a seeded Bernoulli keep-mask on the loss's tokens
+    (`endorsement_mask`); the mask of step t is drawn from seed (MOPDConfig.seed, t, `seed`), so a
+    resumed run draws the same masks."""
+
+    seed: int = 0
+    """offset of the mask's random stream (0: derived from the run's seed and the step alone)"""

@@ -1,0 +1,237 @@
+"""UCMOPD's options and the foreign-teacher path: the pure functions do what their formulas say,
+the trainer applies them, and with both options off the trainer is the one it was before them.
+
+The reference metrics in tests/data/mopd_off_reference.json were made by the trainer BEFORE the
+options existed (commit 2e37bfc), by running this file as a script on that code:
+
+    git archive 2e37bfc mopd_mini factworld | tar -x -C /tmp/ref
+    PYTHONPATH=/tmp/ref python tests/test_ucmopd.py      # writes tests/data/mopd_off_reference.json
+"""
+
+import copy
+import json
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+REFERENCE = Path(__file__).parent / "data" / "mopd_off_reference.json"
+
+
+def reference_run(loss: str) -> dict:
+    """A short MOPD run on two perturbed teachers, in memory: its metrics and trace."""
+    from mopd_mini import AdapterBank, MOPDConfig, load_base, train_student
+
+    torch.set_num_threads(1)
+    bank = AdapterBank(*load_base("tiny", device="cpu"))
+    for i, name in enumerate(("teacher_binding", "teacher_recall")):
+        bank.create(name, seed=i + 1)
+        g = torch.Generator().manual_seed(100 + i)
+        with torch.no_grad():
+            for n, p in bank.parameters(name).items():
+                if "lora_B" in n:
+                    p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+    cfg = MOPDConfig(loss=loss, steps=4, prompts_per_domain=3, eval_every=2, eval_n=4, track_steps=(1, 3),
+                     track_prompts=1, experiment=None, progress=False, seed=5)
+    run = train_student(bank, cfg)
+    return {"metrics": run.metrics, "trace": run.trace}
+
+
+if __name__ == "__main__":  # write the reference from whatever mopd_mini is on the path
+    import mopd_mini
+    print("writing the reference from", mopd_mini.__file__, file=sys.stderr)
+    REFERENCE.parent.mkdir(exist_ok=True)
+    REFERENCE.write_text(json.dumps({loss: reference_run(loss) for loss in ("pg", "topk")}, indent=0))
+    sys.exit(0)
+
+from mopd_mini import AdapterBank, MOPDConfig, teachers, train_student  # noqa: E402
+from mopd_mini.rollout import completion_logits, sample  # noqa: E402
+from mopd_mini.ucmopd import (Endorsement, GoldenGain, endorsement_keep_prob, endorsement_mask,  # noqa: E402
+                              entropy, golden_gain_keep, positive_advantage_density)
+
+from conftest import TEACHERS  # noqa: E402
+
+
+# ---------------------------------------------------------------------------------------------
+# options off: bit for bit the trainer before them
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loss", ["pg", "topk"])
+def test_options_off_match_the_unchanged_trainer(loss):
+    """Every metric and traced value the pre-UCMOPD trainer logged is reproduced exactly."""
+    reference = json.loads(REFERENCE.read_text())[loss]
+    now = reference_run(loss)
+    assert len(now["metrics"]) == len(reference["metrics"]) == 4
+    for old, new in zip(reference["metrics"], now["metrics"]):
+        for key, value in old.items():       # keys added later (other metrics) are not compared
+            assert new[key] == value, (key, new[key], value)
+    assert now["trace"] == reference["trace"]
+
+
+# ---------------------------------------------------------------------------------------------
+# golden gain
+# ---------------------------------------------------------------------------------------------
+
+
+def test_positive_advantage_density_by_hand():
+    A = torch.tensor([[2.0, -1.0, 4.0, 9.0],    # positives 2, 4 (9 is masked out): 3
+                      [-1.0, -2.0, 0.0, 0.0],   # no positive token: 0
+                      [0.5, 0.0, 0.0, 0.0]])    # one: 0.5
+    M = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]])
+    assert positive_advantage_density(A, M).tolist() == [3.0, 0.0, 0.5]
+
+
+def test_golden_gain_keeps_exactly_its_rule():
+    """A hand-made batch of 2 prompts x (anchor + 3 explorations): keep iff r(y_e) >= r(y_anchor)."""
+    M = torch.ones(8, 2)
+    A = torch.tensor([[1.0, 3.0],     # anchor of prompt 0: r = 2
+                      [0.2, 0.0],     # anchor of prompt 1: r = 0.2
+                      [2.0, -5.0],    # p0 e0: r = 2   (equal: kept)
+                      [1.0, 2.9],     # p0 e1: r = 1.95 (dropped)
+                      [-1.0, 8.0],    # p0 e2: r = 8   (kept, a negative token does not lower r)
+                      [-1.0, -1.0],   # p1 e0: r = 0   (dropped)
+                      [0.3, 0.1],     # p1 e1: r = 0.2 (kept: equal)
+                      [0.0, 0.25]])   # p1 e2: r = 0.25 (kept)
+    r = positive_advantage_density(A, M)
+    keep = golden_gain_keep(r[:2], r[2:].view(2, 3))
+    assert keep.tolist() == [[True, False, True], [False, True, True]]
+    with pytest.raises(ValueError, match="explore_density"):
+        golden_gain_keep(r[:2], r[2:])
+
+
+# ---------------------------------------------------------------------------------------------
+# teacher-endorsement filtering
+# ---------------------------------------------------------------------------------------------
+
+
+def test_endorsement_keep_prob_formula():
+    logp = torch.tensor([[-3.0, -0.5, -3.0, -3.0]])
+    H = torch.tensor([[1.0, 1.0, 1.0, 1.0]])
+    A = torch.tensor([[1.0, 1.0, -1.0, 0.0]])
+    w = endorsement_keep_prob(logp, H, A)
+    s = math.exp(-2.0)                       # cll = -3 + 1 = -2;  cll = 0.5 > 0: s = 1
+    torch.testing.assert_close(w, torch.tensor([[s, 1.0, 1 - s, 1.0]]))
+
+
+def test_entropy_is_the_entropy():
+    z = torch.randn(2, 3, 11, generator=torch.Generator().manual_seed(0))
+    p = z.softmax(-1)
+    torch.testing.assert_close(entropy(z), -(p * p.log()).sum(-1))
+
+
+def test_endorsement_mask_rate_is_binomial_and_seeded():
+    """On a fixed case (w = 0.3 where A > 0, 0.7 where A < 0) the kept shares fall within 5 binomial
+    standard deviations of w; the same seed gives the same mask, another seed another."""
+    n = 20_000
+    s = 0.3
+    logp = torch.full((2, n), math.log(s) - 1.0)
+    H = torch.ones(2, n)                     # cll = log 0.3 < 0: s = 0.3
+    A = torch.stack([torch.ones(n), -torch.ones(n)])
+    M = torch.ones(2, n)
+    keep, info = endorsement_mask(logp, H, A, M, torch.Generator().manual_seed(1))
+    for row, w in ((0, s), (1, 1 - s)):
+        sd = math.sqrt(w * (1 - w) / n)
+        assert abs(keep[row].mean().item() - w) < 5 * sd
+    assert abs(info["masked_fraction"].item() - 0.5) < 5 * math.sqrt(0.25 / (2 * n))
+    again, _ = endorsement_mask(logp, H, A, M, torch.Generator().manual_seed(1))
+    other, _ = endorsement_mask(logp, H, A, M, torch.Generator().manual_seed(2))
+    assert torch.equal(keep, again) and not torch.equal(keep, other)
+    half = M.clone()
+    half[:, n // 2:] = 0                     # tokens outside the mask are never kept
+    assert endorsement_mask(logp, H, A, half, torch.Generator().manual_seed(1))[0][:, n // 2:].sum() == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# the trainer with the options on
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loss", ["pg", "topk"])
+def test_trainer_logs_the_ucmopd_fractions(teacher_bank, loss):
+    cfg = MOPDConfig(loss=loss, steps=3, prompts_per_domain=2, eval_every=0, experiment=None, progress=False,
+                     track_steps=(), golden_gain=GoldenGain(samples=3, importance_cap=2.0),
+                     endorsement=Endorsement())
+    run = train_student(teacher_bank, cfg)
+    for row in run.metrics:
+        for d in ("binding", "recall"):
+            assert 0 <= row[f"gg_kept/{d}"] <= 1 and 0 <= row[f"tef_masked/{d}"] <= 1
+            assert row[f"tokens/{d}"] >= 2      # metrics are the anchors' (2 prompts), not 8 rows'
+        assert math.isfinite(row["loss"])
+    with pytest.raises(ValueError, match="golden_gain.samples"):
+        train_student(teacher_bank, replace(cfg, golden_gain=GoldenGain(samples=0)))
+
+
+def test_nucleus_sampling_stays_in_the_nucleus(tiny, mixed_examples):
+    """top_p: every sampled token's probability under the truncated distribution is > 0, and a
+    tiny top_p is greedy."""
+    model, tok = tiny
+    greedy = sample(model, tok, mixed_examples, greedy=True, max_new_tokens=3)
+    tight = sample(model, tok, mixed_examples, temperature=1.5, top_p=1e-6, max_new_tokens=3,
+                   generator=torch.Generator().manual_seed(0))
+    assert torch.equal(tight.completion_ids, greedy.completion_ids)
+    with pytest.raises(ValueError, match="top_p"):
+        sample(model, tok, mixed_examples, top_p=0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# a teacher that is a separate model
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def other_bank(tiny, perturb):
+    """A separate model: its own base (the tiny base with perturbed weights: another origin) and
+    its own adapter."""
+    base = copy.deepcopy(tiny[0])
+    with torch.no_grad():
+        for p in base.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(7)) * 0.01)
+    other = AdapterBank(base, tiny[1])
+    other.create("teacher_binding", seed=3)
+    perturb(other, "teacher_binding", seed=11)
+    return other
+
+
+def test_foreign_teacher_is_refused_without_the_override(teacher_bank, other_bank):
+    with pytest.raises(ValueError, match="allow_foreign=True"):
+        teacher_bank.add_foreign("foreign_binding", other_bank, "teacher_binding")
+
+
+def test_foreign_teacher_refuses_another_tokenizer_even_with_the_override(teacher_bank, other_bank, tiny):
+    tok = copy.deepcopy(tiny[1])
+    tok.add_tokens(["zzz_new_word"])
+    other_bank.tokenizer = tok
+    with pytest.raises(ValueError, match="another tokenizer.*vocabulary"):
+        teacher_bank.add_foreign("foreign_binding", other_bank, "teacher_binding", allow_foreign=True)
+
+
+@pytest.mark.parametrize("mode", ["mixed", "swap"])
+def test_foreign_teacher_scores_its_rows(teacher_bank, other_bank, mixed_examples, tiny, mode):
+    """With the override, binding rows are scored by the other model (its base + its adapter) and
+    recall rows by the bank's own teacher, exactly as each alone."""
+    teacher_bank.add_foreign("foreign_binding", other_bank, "teacher_binding", allow_foreign=True)
+    rollout = sample(tiny[0], tiny[1], mixed_examples, temperature=2.0, max_new_tokens=4,
+                     generator=torch.Generator().manual_seed(0))
+    route = {"binding": "foreign_binding", "recall": "teacher_recall"}
+    scores = teachers.score(teacher_bank, rollout, route, mode=mode, k=8)
+    for domain, bank, adapter in (("binding", other_bank, "teacher_binding"), ("recall", teacher_bank, "teacher_recall")):
+        rows = [i for i, d in enumerate(rollout.domains) if d == domain]
+        with bank.use(adapter) as model, torch.no_grad():
+            alone = completion_logits(model, rollout.rows(rows))
+        torch.testing.assert_close(scores.logits[rows], alone, rtol=0, atol=1e-5)
+    own = teachers.score(teacher_bank, rollout, TEACHERS, mode=mode, k=8)
+    assert (own.logits - scores.logits).abs().max() > 1e-3   # it is not the bank's own binding teacher
+
+
+def test_student_trains_against_a_foreign_teacher(teacher_bank, other_bank):
+    teacher_bank.add_foreign("foreign_binding", other_bank, "teacher_binding", allow_foreign=True)
+    cfg = MOPDConfig(steps=2, prompts_per_domain=2, eval_every=0, experiment=None, progress=False, track_steps=(1,),
+                     track_prompts=1, teachers={"binding": "foreign_binding"})
+    run = train_student(teacher_bank, cfg)
+    assert math.isfinite(run.metrics[-1]["kl/binding"]) and run.metrics[-1]["kl/binding"] > 0
+    with pytest.raises(ValueError, match="not in domains"):
+        train_student(teacher_bank, replace(cfg, teachers={"math": "foreign_binding"}))
