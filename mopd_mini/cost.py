@@ -15,6 +15,10 @@ counted, although a padded batch computes them):
                                  and backward (the loss itself sits on the completion tokens:
                                  `cost/loss_tokens`)
 
+When the trainer trains on the sampler's own prefill (prefill once: `rollout.prefill` is set),
+that prefill IS the training forward over the prompt: it is counted once, as trained tokens
+(each distinct prompt once, plus every row's completion), and not again as a sampler prefill.
+
 and the run's wall time of its training steps (no evaluations, no checkpoints) is `Run.seconds`
 (kept in checkpoint.pt, out of metrics.jsonl, which stays byte-identical across runs of a seed).
 
@@ -43,13 +47,18 @@ FORMULA = ("FLOPs = 2N x (sampler prefill + generated + teacher prefill) tokens 
            "N = base matmul parameters, n = adapter parameters")
 
 
-def sampled(rollout: Rollout) -> dict[str, int]:
-    """Sampler cost of one rollout: distinct prompts' prefill, and the generated tokens."""
+def _distinct_prompt_tokens(rollout: Rollout) -> int:
+    """Real prompt tokens of the rollout's distinct prompts (the sampler prefills each once)."""
     first = {}
     for i, ex in enumerate(rollout.examples):
-        first.setdefault(ex.prompt, i)                      # the sampler prefills each prompt once
-    prompt_mask = rollout.attention_mask[:, :rollout.prompt_len]
-    prefill = int(prompt_mask[list(first.values())].sum())
+        first.setdefault(ex.prompt, i)
+    return int(rollout.attention_mask[:, :rollout.prompt_len][list(first.values())].sum())
+
+
+def sampled(rollout: Rollout) -> dict[str, int]:
+    """Sampler cost of one rollout: distinct prompts' prefill (0 when it is the training forward:
+    prefill once, counted by `trained`), and the generated tokens."""
+    prefill = 0 if rollout.prefill is not None else _distinct_prompt_tokens(rollout)
     return {"cost/sample_prefill_tokens": prefill, "cost/generated_tokens": int(rollout.completion_mask.sum())}
 
 
@@ -60,8 +69,11 @@ def forward_tokens(rollout: Rollout, rows=None) -> int:
 
 
 def trained(rollout: Rollout) -> dict[str, int]:
-    """Cost of the student's training forward + backward over the whole rollout."""
-    return {"cost/trained_tokens": forward_tokens(rollout), "cost/loss_tokens": int(rollout.completion_mask.sum())}
+    """Cost of the student's training forward + backward: over the whole rollout, or, on the
+    sampler's prefill (prefill once), over each distinct prompt once plus every completion."""
+    tokens = forward_tokens(rollout) if rollout.prefill is None else \
+        _distinct_prompt_tokens(rollout) + int(rollout.completion_mask.sum())
+    return {"cost/trained_tokens": tokens, "cost/loss_tokens": int(rollout.completion_mask.sum())}
 
 
 def totals(metrics: list[dict]) -> dict[str, float]:

@@ -1,5 +1,7 @@
 """The cost counters equal a hand count on a small batch, in every trainer; the FLOPs formula."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -43,12 +45,16 @@ def test_grpo_counts_match_a_hand_count(bank, monkeypatch):
     tok = bank.tokenizer
     for row, rollout in zip(run.metrics, seen):
         distinct = list({ex.prompt: ex for ex in rollout.examples}.values())
-        assert len(distinct) == 4
-        assert row["cost/sample_prefill_tokens"] == sum(prompt_tokens(tok, ex) for ex in distinct)
+        assert len(distinct) == 4 and rollout.prefill is not None   # the tiny base: prefill once
+        distinct_tokens = sum(prompt_tokens(tok, ex) for ex in distinct)
+        assert row["cost/sample_prefill_tokens"] == 0               # the sampler's prefill IS the training forward
         lengths = rollout.completion_mask.sum(1)
         assert row["cost/generated_tokens"] == int(lengths.sum())
-        if "loss" in row:     # a step with a kept group trains on every row
-            assert row["cost/trained_tokens"] == sum(prompt_tokens(tok, ex) for ex in rollout.examples) + int(lengths.sum())
+        if "loss" in row:     # a step with a kept group trains on each distinct prompt once and every completion
+            assert row["cost/trained_tokens"] == distinct_tokens + int(lengths.sum())
+        two_pass = cost.sampled(replace(rollout, prefill=None)) | cost.trained(replace(rollout, prefill=None))
+        assert two_pass["cost/sample_prefill_tokens"] == distinct_tokens
+        assert two_pass["cost/trained_tokens"] == sum(prompt_tokens(tok, ex) for ex in rollout.examples) + int(lengths.sum())
     assert run.seconds > 0
 
 
@@ -61,7 +67,8 @@ def test_mopd_counts_match_a_hand_count(teacher_bank, monkeypatch):
     for row, rollout in zip(run.metrics, seen):
         prompts = sum(prompt_tokens(tok, ex) for ex in rollout.examples)       # 4 distinct prompts, one sample each
         generated = int(rollout.completion_mask.sum())
-        assert row["cost/sample_prefill_tokens"] == prompts and row["cost/generated_tokens"] == generated
+        assert rollout.prefill is not None                                     # prefill once on the tiny base
+        assert row["cost/sample_prefill_tokens"] == 0 and row["cost/generated_tokens"] == generated
         assert row["cost/teacher_prefill_tokens"] == row["cost/trained_tokens"] == prompts + generated
         assert row["cost/loss_tokens"] == generated
 
