@@ -1,11 +1,15 @@
 """UCMOPD's options and the foreign-teacher path: the pure functions do what their formulas say,
 the trainer applies them, and with both options off the trainer is the one it was before them.
 
-The reference metrics in tests/data/mopd_off_reference.json were made by the trainer BEFORE the
-options existed (commit 2e37bfc), by running this file as a script on that code:
+The reference metrics in tests/data/mopd_off_reference.json pin the trainer with both options off.
+On the branch that added the options they were made by the trainer BEFORE the options existed
+(commit 2e37bfc) and matched bit for bit. Later changes to the shared loop (prefill once and fused
+AdamW: equal gradients, floats equal only to rounding; the test split re-drawn for the val split)
+moved them, so at the merge they were regenerated from the merged trainer with the options off,
+whose off path is the plain `mopd_objective` branch of `train_student`. To regenerate after a
+deliberate change to the MOPD loop:
 
-    git archive 2e37bfc mopd_mini factworld | tar -x -C /tmp/ref
-    PYTHONPATH=/tmp/ref python tests/test_ucmopd.py      # writes tests/data/mopd_off_reference.json
+    PYTHONPATH=. python tests/test_ucmopd.py      # writes tests/data/mopd_off_reference.json
 """
 
 import copy
