@@ -115,11 +115,42 @@ class FlagSpec:
     optional: bool            # the word `none` gives None
     to_scalar: bool           # several-word field that also accepts a single value as itself (str | tuple)
     boolean: bool             # --flag / --no-flag
+    to_dict: bool = False     # KEY=VALUE words that make a dict (dict[str, str])
+
+
+def _pair(key_type, value_type):
+    """A parser of one KEY=VALUE word (a dict field's item)."""
+    key, value = _scalar(key_type), _scalar(value_type)
+    def pair(text):
+        k, sep, v = text.partition("=")
+        if not sep or not k:
+            raise ValueError(text)
+        return key(k), value(v)
+    return _named(pair, "KEY=VALUE")
+
+
+def _nested(cls):
+    """A parser for a dataclass-valued field (UCMOPD's options): `on` gives the class's defaults,
+    `field=value,field=value` sets some of its fields."""
+    hints = typing.get_type_hints(cls)
+    def nested(text):
+        if text.lower() == "on":
+            return cls()
+        values = {}
+        for item in text.split(","):
+            k, sep, v = item.partition("=")
+            k = k.strip().replace("-", "_")
+            if not sep or k not in hints:
+                raise ValueError(text)
+            values[k] = _scalar(hints[k])(v.strip())
+        return cls(**values)
+    return _named(nested, f"on or {cls.__name__} fields as name=value,...")
 
 
 def flag_spec(tp) -> FlagSpec:
     """The FlagSpec of a field type: str, int, float, bool, Literal[...], tuple[X, ...] or
-    tuple[X, Y], `X | None`, and unions of a scalar and a tuple (`str | tuple[str, ...]`)."""
+    tuple[X, Y], `X | None`, unions of a scalar and a tuple (`str | tuple[str, ...]`),
+    dict[K, V] (KEY=VALUE words) and a dataclass (`on`, or name=value,... of its fields)."""
     optional = False
     if _is_union(tp):
         members = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -133,8 +164,14 @@ def flag_spec(tp) -> FlagSpec:
             return dataclasses.replace(inner, nargs="+" if inner.nargs == "*" else inner.nargs,
                                        optional=optional, to_scalar=bool(scalars))
         tp = members[0] if len(members) == 1 else typing.Union[tuple(members)]
+        if typing.get_origin(tp) is dict or dataclasses.is_dataclass(tp):
+            return dataclasses.replace(flag_spec(tp), optional=optional)
         if tp is bool and optional:
             return FlagSpec(_scalar(bool), None, True, False, False)
+    if typing.get_origin(tp) is dict:
+        return FlagSpec(_pair(*typing.get_args(tp)), "*", optional, False, False, to_dict=True)
+    if dataclasses.is_dataclass(tp):
+        return FlagSpec(_nested(tp), None, optional, False, False)
     if typing.get_origin(tp) is tuple:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
@@ -211,6 +248,8 @@ def config_values(config_cls, args: argparse.Namespace) -> dict:
         if isinstance(value, list):
             if spec.optional and value == [None]:
                 value = None
+            elif spec.to_dict:
+                value = dict(value)
             elif spec.to_scalar and len(value) == 1:
                 value = value[0]
             else:

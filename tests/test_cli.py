@@ -237,3 +237,23 @@ def test_the_console_script_entry_point_is_cli_main():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     module, _, name = scripts["mopd-mini"].partition(":")
     assert module == "mopd_mini.cli" and getattr(cli, name) is cli.main
+
+
+def test_dict_and_option_fields_parse_from_words():
+    """MOPDConfig.teachers takes domain=teacher words; UCMOPD's options take `on` or name=value pairs."""
+    import argparse
+    from mopd_mini import MOPDConfig
+    from mopd_mini.cli import add_config_flags, config_values
+    from mopd_mini.ucmopd import Endorsement, GoldenGain
+    parser = argparse.ArgumentParser()
+    add_config_flags(parser, MOPDConfig)
+    values = config_values(MOPDConfig, parser.parse_args(
+        ["--teachers", "binding=teacher_other", "recall=base", "--golden-gain", "samples=5,temperature=2.0",
+         "--endorsement", "on"]))
+    assert values["teachers"] == {"binding": "teacher_other", "recall": "base"}
+    assert values["golden_gain"] == GoldenGain(samples=5, temperature=2.0)
+    assert values["endorsement"] == Endorsement()
+    assert config_values(MOPDConfig, parser.parse_args(["--golden-gain", "none"]))["golden_gain"] is None
+    for bad in (["--teachers", "binding"], ["--golden-gain", "nonsense=1"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(bad)
