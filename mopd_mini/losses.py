@@ -291,6 +291,24 @@ class _ChunkedReverseKL(torch.autograd.Function):
         return grad, None, None, None               # the teacher's logits are constants
 
 
+def _chunked_kl(kl_fn, student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
+                chunk_size: int | None) -> tuple[Tensor, Info]:
+    """Shared by reverse_kl and soft_label_kl: check the shapes, run the chunked autograd Function
+    `kl_fn` over the masked-in positions only, aggregate with masked_mean."""
+    _check_logits(student_logits=student_logits, teacher_logits=teacher_logits)
+    _check_shapes("pass student and teacher logits over the same positions and vocabulary",
+                  student_logits=student_logits, teacher_logits=teacher_logits)
+    _check_shapes("pass a (B, T) mask for (B, T, V) logits", leading_dims=2,
+                  student_logits=student_logits, mask=mask)
+    B, T, V = student_logits.shape
+    if chunk_size is None:
+        chunk_size = max(1, _CHUNK_ELEMENTS // V)
+    rows = mask.reshape(B * T).nonzero().squeeze(1)          # (R,) flat positions of completion tokens
+    kl = kl_fn.apply(student_logits.reshape(B * T, V), teacher_logits.reshape(B * T, V).detach(),
+                     rows, chunk_size).view(B, T)              # (B, T) KL_t, 0 outside the mask
+    return masked_mean(kl, mask), {"kl": kl.detach()}
+
+
 def reverse_kl(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
                chunk_size: int | None = None) -> tuple[Tensor, Info]:
     """Exact full-vocabulary reverse KL, per token, averaged with masked_mean.
@@ -302,18 +320,7 @@ def reverse_kl(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
     the forward and again in the backward, so memory stays flat at V = 151,936. Gradient flows
     to student_logits only. info: `kl` (B, T), 0 at positions outside the mask.
     """
-    _check_logits(student_logits=student_logits, teacher_logits=teacher_logits)
-    _check_shapes("pass student and teacher logits over the same positions and vocabulary",
-                  student_logits=student_logits, teacher_logits=teacher_logits)
-    _check_shapes("pass a (B, T) mask for (B, T, V) logits", leading_dims=2,
-                  student_logits=student_logits, mask=mask)
-    B, T, V = student_logits.shape
-    if chunk_size is None:
-        chunk_size = max(1, _CHUNK_ELEMENTS // V)
-    rows = mask.reshape(B * T).nonzero().squeeze(1)          # (R,) flat positions of completion tokens
-    kl = _ChunkedReverseKL.apply(student_logits.reshape(B * T, V), teacher_logits.reshape(B * T, V),
-                                 rows, chunk_size).view(B, T)  # (B, T) KL_t
-    return masked_mean(kl, mask), {"kl": kl.detach()}
+    return _chunked_kl(_ChunkedReverseKL, student_logits, teacher_logits, mask, chunk_size)
 
 
 def sft_loss(logits: Tensor, ids: Tensor, mask: Tensor) -> tuple[Tensor, Info]:
@@ -377,18 +384,7 @@ def soft_label_kl(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
     the student's own. student_logits, teacher_logits: (B, T, V); mask: (B, T). Chunked in forward
     and backward like reverse_kl. Gradient flows to student_logits only. info: `kl` (B, T).
     """
-    _check_logits(student_logits=student_logits, teacher_logits=teacher_logits)
-    _check_shapes("pass student and teacher logits over the same positions and vocabulary",
-                  student_logits=student_logits, teacher_logits=teacher_logits)
-    _check_shapes("pass a (B, T) mask for (B, T, V) logits", leading_dims=2,
-                  student_logits=student_logits, mask=mask)
-    B, T, V = student_logits.shape
-    if chunk_size is None:
-        chunk_size = max(1, _CHUNK_ELEMENTS // V)
-    rows = mask.reshape(B * T).nonzero().squeeze(1)
-    kl = _ChunkedForwardKL.apply(student_logits.reshape(B * T, V), teacher_logits.reshape(B * T, V).detach(),
-                                 rows, chunk_size).view(B, T)
-    return masked_mean(kl, mask), {"kl": kl.detach()}
+    return _chunked_kl(_ChunkedForwardKL, student_logits, teacher_logits, mask, chunk_size)
 
 
 def group_advantages(rewards: Tensor, eps: float = 1e-6) -> tuple[Tensor, Tensor]:
