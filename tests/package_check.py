@@ -167,9 +167,13 @@ def main(argv=None) -> None:
         run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index",
              "--ignore-installed", wheel])
         ours = site_packages_of(sys.executable)
+        # (a site-packages folder may sit inside the checkout: `make` keeps its .venv there; the
+        # editable install's hook in it stays inactive, and the smoke asserts where mopd_mini comes from)
         reuse = [d for d in ours["path"] if d and Path(d).is_dir() and ("site-packages" in d or "dist-packages" in d)
-                 and Path(d).resolve() != ROOT and ROOT not in Path(d).resolve().parents
-                 and d not in (fresh["purelib"], fresh["platlib"])]
+                 and Path(d).resolve() != ROOT and d not in (fresh["purelib"], fresh["platlib"])]
+        if not reuse:
+            raise SystemExit(f"found no site-packages folder to take the dependencies from in {sys.executable}'s "
+                             f"sys.path: {ours['path']}")
         (Path(fresh["purelib"]) / "_mopd_package_check_deps.pth").write_text("\n".join(reuse) + "\n")
         print(f"fresh environment {venv}: mopd_mini from the wheel; dependencies from {', '.join(reuse)}")
 
