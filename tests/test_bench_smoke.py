@@ -3,6 +3,7 @@ seconds each), printing only (docs/benchmarks.md is left alone). The figures the
 from `make bench`, not from tests."""
 
 import importlib
+import json
 
 import pytest
 
@@ -103,3 +104,16 @@ def test_ablations_quick(monkeypatch, tmp_path):
     assert {"origin", "rounds", "ucmopd"} <= set(summary)
     assert summary["origin"]["initial_kl"]["ratio"][0] > 0
     assert set(summary["ucmopd"]["settings"]) == {"two", "preserve"}
+
+
+def test_baselines_evals_merge_the_workers_files(tmp_path):
+    """bench.baselines --workers: each worker writes evals-w<i>.json beside evals.json; the main
+    process reads them all (its own file last), and writes only its own."""
+    baselines = importlib.import_module("bench.baselines")
+    (tmp_path / "evals-w0.json").write_text(json.dumps({"a|test|5": {"binding": {"16": 0.5}}}))
+    (tmp_path / "evals-w1.json").write_text(json.dumps({"b|test|5": {"binding": {"16": 0.25}}}))
+    (tmp_path / "evals.json").write_text(json.dumps({"b|test|5": {"binding": {"16": 0.75}}}))
+    evals = baselines.Evals(tmp_path / "evals.json")
+    assert evals.get(None, "a", "test", 5) == {"binding": {16: 0.5}}      # a worker's, no evaluation run
+    assert evals.get(None, "b", "test", 5) == {"binding": {16: 0.75}}     # the main file wins
+    assert json.loads((tmp_path / "evals-w0.json").read_text()) == {"a|test|5": {"binding": {"16": 0.5}}}
