@@ -43,8 +43,11 @@ import sys
 import tempfile
 import time
 import warnings
+from pathlib import Path
 
 import torch
+
+from mopd_mini.adapters import atomic_write
 
 from .common import (Steps, gb, make_bank, median, ms, print_and_write, section_head, set_threads,
                      step_examples)
@@ -74,6 +77,7 @@ def separate_teacher(bank, name: str, model: str = "tiny", **load_kwargs):
 
     from mopd_mini import load_base
 
+    load_kwargs.setdefault("dtype", next(bank.base.parameters()).dtype)  # the student's base's dtype (bf16 at Qwen3 size)
     teacher, _ = load_base(model, device=DEVICE, **load_kwargs)
     modules = dict(teacher.named_modules())
     with torch.no_grad():
@@ -274,9 +278,11 @@ def kl_agreement(bank) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
-def memory_child(kind: str, prompts: int, shrink: dict | None) -> dict:
+def memory_child(kind: str, prompts: int, shrink: dict | None, checkpointing: bool = True) -> dict:
     """One MOPD step of a student distilled from two teachers, with the teachers `kind`:
-    "shared" (LoRA adapters on the student's base: this library) or "separate" (full models)."""
+    "shared" (LoRA adapters on the student's base: this library) or "separate" (full models).
+    `checkpointing`: activation checkpointing of the student's training forward (the qwen3
+    preset's default: on), the same on both sides."""
     from mopd_mini import MOPDConfig
     from mopd_mini.distill import mopd_objective
     from mopd_mini.rollout import completion_logits, sample
@@ -286,7 +292,7 @@ def memory_child(kind: str, prompts: int, shrink: dict | None) -> dict:
     model_name = "qwen3-1.7b-random"
     bank = make_bank(model_name, device=DEVICE, shrink=shrink)
     cfg = MOPDConfig.for_model("qwen3", experiment=None, progress=False, prompts_per_domain=prompts,
-                               gradient_checkpointing=False)
+                               gradient_checkpointing=checkpointing)
     steps = Steps(bank, cfg, step_examples(cfg))
     out = {"kind": kind, "params_base": sum(p.numel() for n, p in bank.base.named_parameters() if "lora_" not in n)}
     if kind == "shared":
@@ -318,17 +324,34 @@ def memory_child(kind: str, prompts: int, shrink: dict | None) -> dict:
     return out
 
 
-def memory(prompts: int, quick: bool, layers: int | None = None) -> dict:
+MEMORY_JSON = Path(__file__).resolve().parents[1] / "docs" / "peers_memory.json"
+MALLOC_FIXED = {"MALLOC_MMAP_THRESHOLD_": "131072"}
+"""glibc's malloc, with its mmap threshold fixed at its initial 128 KiB. By default glibc raises
+the threshold (up to 32 MiB) each time a large block is freed, after which activation-sized
+tensors come from the heap, and a freed heap block is kept by the process: the peak RSS then
+counts memory the step no longer uses (measured: 7.1 GB against 4.5 GB for the same shared step
+at Qwen3-1.7B size). Fixed, every tensor over 128 KiB is its own mapping, returned on free, so the
+peak is what the step needs at once, the figure a GPU's allocator would see. Both sides run with
+the same allocator; `--memory-malloc default` measures glibc's default behaviour."""
+
+
+def memory(prompts: int, quick: bool, layers: int | None = None, checkpointing: bool = True,
+           threads: int = 2, malloc: str = "fixed") -> dict:
     """Peak memory of both configurations, each in a fresh process; `layers`: that many of Qwen3-1.7B's
     28 layers (its width and vocabulary unchanged), for a machine without room for three full models."""
-    res = {"load": [load_avg()], "layers": layers}
+    res = {"load": [load_avg()], "layers": layers, "checkpointing": checkpointing, "malloc": malloc}
+    env = {**os.environ, **(MALLOC_FIXED if malloc == "fixed" else {})}
+    if malloc != "fixed":
+        for k in MALLOC_FIXED:
+            env.pop(k, None)
     for kind in ("shared", "separate"):
         cmd = [sys.executable, "-m", "bench.peers", "--memory-child", kind, "--prompts", str(prompts),
-               "--device", DEVICE]
+               "--device", DEVICE, "--threads", str(threads), "--memory-checkpointing", "on" if checkpointing else "off"]
         cmd += ["--quick"] if quick else []
         cmd += ["--memory-layers", str(layers)] if layers else []
         start = time.perf_counter()
-        done = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(__file__)),
+                              env=env)
         if done.returncode != 0:
             raise RuntimeError(f"the {kind} memory run failed:\n{done.stderr[-3000:]}")
         res[kind] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -424,23 +447,45 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
               "per teacher on a shared student, stepped one after the other: it does two generations, two teacher "
               "forwards and two optimizer steps of 8 rows where this library does one of each over 16 rows, so it "
               "compares the cost of serving 16 routed rows, not the same optimisation."]
-    if "memory" in res:
-        m = res["memory"]
+    return "\n".join(lines), figures
+
+
+def report_memory(res: dict, args, argv) -> tuple[str, dict]:
+    """The memory section: one table per activation-checkpointing setting measured."""
+    where = "" if DEVICE == "cpu" else f" (on {torch.cuda.get_device_name(0)})"
+    lines = [section_head("Memory: two teachers + student at the Qwen3-1.7B size, as adapters or as separate models"
+                          + where, "bench.peers", argv=argv)]
+    lines += ["", "Two teachers and a student at Qwen3-1.7B's size: here the teachers are LoRA adapters on the "
+              "student's own base (one 3.4 GB bf16 base, three adapters); there each teacher is a separate model "
+              "(the base with that teacher's update merged in, as TRL and verl hold teachers). The student's step is "
+              "the same on both sides: sample, score with the routed teachers (here) or each teacher model (there), "
+              "train. The figure is the peak resident memory of the whole process, loading included, each "
+              "configuration in a fresh process. **The allocator matters on a CPU:** with glibc's default, a "
+              "freed block of activation size stays in the process's heap, so the peak counts memory the step no "
+              "longer uses, about 2 GB of it at this size; with the mmap threshold fixed (`MALLOC_FIXED`), large "
+              "tensors are returned when freed and the peak is what the step holds at once, which is what a GPU's "
+              "caching allocator would see. Both are measured, with the same allocator on both sides; the goal is "
+              "read on the qwen3 preset's setting (activation checkpointing on) with the fixed threshold."]
+    figures = {}
+    for m in res["memory"]:
         ok = m["ratio"] <= GOAL_MEMORY
         s, p = m["shared"], m["separate"]
-        if "memory_depths" in res:
+        if "depths" in m:
             measured = "; ".join(f"{L} layers: {gb(d['shared']['peak_rss'])} vs {gb(d['separate']['peak_rss'])} "
                                  f"({d['ratio']:.2f}x; load {d['load'][0]} -> {d['load'][-1]})"
-                                 for L, d in sorted(res["memory_depths"].items()))
-            lines += ["", f"**Memory, measured at reduced depth and projected** (this machine had no room for three "
-                      f"full-size models beside the other jobs): Qwen3-1.7B's width and vocabulary with "
-                      f"{', '.join(map(str, sorted(res['memory_depths'])))} of its 28 layers, each configuration "
+                                 for L, d in sorted(m["depths"].items()))
+            lines += ["", f"**Memory, measured at reduced depth and projected** (`--memory-layers`): Qwen3-1.7B's "
+                      f"width and vocabulary with "
+                      f"{', '.join(map(str, sorted(m['depths'])))} of its 28 layers, each configuration "
                       f"in a fresh process (this library vs separate teachers): {measured}. The table below is the "
                       f"straight line through those points at 28 layers (per layer: "
                       f"{gb(m['shared']['per_layer'])} shared, {gb(m['separate']['per_layer'])} separate): a "
                       "projection, not a measurement at 28 layers."]
-        lines += ["", f"**Memory: two teachers + student at the Qwen3-1.7B size** (random weights, bf16, {DEVICE}, "
-                  f"{args.memory_prompts} prompts per domain, one MOPD step, activation checkpointing off; each "
+        ck = "on (the qwen3 preset's default)" if m["checkpointing"] else "off"
+        alloc = ("glibc malloc with a fixed mmap threshold (`bench.peers.MALLOC_FIXED`)" if m.get("malloc") == "fixed"
+                 else "glibc malloc's default (dynamic mmap threshold)")
+        lines += ["", f"**Activation checkpointing {ck}; {alloc}** (random weights, bf16, {DEVICE}, {args.threads} torch threads, "
+                  f"{args.memory_prompts} prompts per domain, one MOPD step, the same setting on both sides; each "
                   f"configuration in a fresh process; "
                   f"{'peak resident memory of the whole process, loading included' if DEVICE == 'cpu' else 'the CUDA allocator peak'}):",
                   "", f"| teachers held as | peak {'RSS' if DEVICE == 'cpu' else 'CUDA memory'} | wall time | load during |",
@@ -449,12 +494,17 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
                   f"{'(projected)' if 'projected_from' in m else m['load'][0] + ' -> ' + m['load'][1]} |",
                   f"| separate models (a merged copy of the base each, as TRL and verl hold them) | {gb(p['peak_rss'])} "
                   f"| {p['wall']:.0f} s | {'(projected)' if 'projected_from' in m else m['load'][1] + ' -> ' + m['load'][2]} |", "",
-                  f"This library / separate teachers: **{m['ratio']:.2f}x** (goal <= {GOAL_MEMORY}x: "
-                  f"{'met' if ok else '**missed**'})."]
+                  f"This library / separate teachers: **{m['ratio']:.2f}x**" + (
+                      f" (goal <= {GOAL_MEMORY}x: {'met' if ok else '**missed**'})." if m["checkpointing"] and
+                      m.get("malloc") == "fixed" else " (reported beside the goal's setting).")]
         size = ("Qwen3-1.7B size" if "projected_from" not in m else
                 f"Qwen3-1.7B width, projected to 28 layers from {', '.join(map(str, m['projected_from']))}")
+        size += ", activation checkpointing " + ("on" if m["checkpointing"] else "off")
+        size += "" if m.get("malloc") == "fixed" else ", default malloc"
+        is_goal = m["checkpointing"] and m.get("malloc") == "fixed"   # the setting the goal is read on
         figures[f"peak memory, two teachers + student, {size}: this library / separate teachers"] = {
-            "goal": f"<= {GOAL_MEMORY}x", "measured": f"{m['ratio']:.2f}x", "ok": ok}
+            "goal": f"<= {GOAL_MEMORY}x" if is_goal else "(reported)", "measured": f"{m['ratio']:.2f}x",
+            "ok": ok if is_goal else None}
     return "\n".join(lines), figures
 
 
@@ -476,42 +526,70 @@ def main(argv=None, write: bool = True):
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda: models, TRL and the memory figure "
                    "there (on cuda the memory is the CUDA allocator's peak; section peers_gpu)")
+    p.add_argument("--memory-checkpointing", nargs="+", choices=("on", "off"), default=["on"],
+                   help="activation checkpointing in the memory step (on: the qwen3 preset's); both: one table each")
+    p.add_argument("--memory-malloc", nargs="+", choices=("fixed", "default"), default=["fixed"],
+                   help="glibc malloc in the memory children: a fixed mmap threshold (MALLOC_FIXED), or its default")
     p.add_argument("--memory-child", choices=("shared", "separate"), help=argparse.SUPPRESS)
     p.add_argument("--prompts", type=int, default=2, help=argparse.SUPPRESS)
+    p.add_argument("--render-memory", metavar="JSON", help="rewrite the memory section from a saved "
+                   f"{MEMORY_JSON.name} (no measurement; its numbers and command)")
     args = p.parse_args(argv)
     global DEVICE
     DEVICE = args.device
     set_threads(args.threads)
+    if args.render_memory:
+        saved = json.loads(Path(args.render_memory).read_text())
+        args.threads, args.memory_prompts = saved["threads"], saved["memory_prompts"]
+        set_threads(args.threads)  # the section's header names the measurement's threads
+        body, figures = report_memory({"memory": saved["memory"]}, args, saved["argv"])
+        print_and_write("peers_memory" if DEVICE == "cpu" else "peers_gpu_memory", body, figures,
+                        write and not args.no_write)
+        return saved
     if args.memory_child:
         shrink = dict(num_hidden_layers=1, hidden_size=64, intermediate_size=128, num_attention_heads=2,
                       num_key_value_heads=1, head_dim=32) if args.quick else None
         if args.memory_layers and not args.quick:
             shrink = {"num_hidden_layers": args.memory_layers[0]}
-        print(json.dumps(memory_child(args.memory_child, args.prompts, shrink)))
-        return None
-    if not have_trl():
-        print("bench.peers: skipped, trl is not installed (pip install -e '.[bench]' installs trl==1.16.0)")
+        print(json.dumps(memory_child(args.memory_child, args.prompts, shrink, args.memory_checkpointing[0] == "on")))
         return None
     if args.quick:
         args.reps, args.steps, args.batches, args.no_memory = 1, 3, [2], True
     res = {"load_start": load_avg(), "one": {}}
+    key = "peers" if DEVICE == "cpu" else "peers_gpu"
     if not args.no_memory:  # first: its subprocesses need the most memory, best before this one holds models
-        if args.memory_layers:
-            res["memory_depths"] = {L: memory(args.memory_prompts, args.quick, L) for L in args.memory_layers}
-            res["memory"] = project(res["memory_depths"], 28)
-        else:
-            res["memory"] = memory(args.memory_prompts, args.quick)
+        res["memory"] = []
+        for malloc in args.memory_malloc:
+            for ck in args.memory_checkpointing:
+                on = ck == "on"
+                if args.memory_layers:
+                    depths = {L: memory(args.memory_prompts, args.quick, L, on, args.threads, malloc)
+                              for L in args.memory_layers}
+                    res["memory"].append({**project(depths, 28), "checkpointing": on, "malloc": malloc, "depths": depths})
+                else:
+                    res["memory"].append(memory(args.memory_prompts, args.quick, None, on, args.threads, malloc))
+        body, figures = report_memory(res, args, argv)
+        if write and not args.no_write and not args.quick:  # the raw figures, for --render-memory
+            atomic_write(MEMORY_JSON, json.dumps({"argv": argv if argv is not None else sys.argv[1:],
+                                                  "threads": args.threads, "memory_prompts": args.memory_prompts,
+                                                  "memory": res["memory"]}, indent=1, default=str).encode())
+        print_and_write(key + "_memory", body, figures, write and not args.no_write and not args.quick)
+    if args.no_steps:
+        return res
+    if not have_trl():
+        print("bench.peers: the step comparison is skipped, trl is not installed (pip install -e '.[bench]' "
+              "installs trl==1.16.0)")
+        return res if not args.no_memory else None
     bank = make_bank("tiny", device=DEVICE)
     with tempfile.TemporaryDirectory(prefix="mopd-peers-") as tmp:
         res["agreement"] = kl_agreement(bank)
         print(f"per-token KL, TRL vs reverse_kl: max abs diff {res['agreement']['max_abs_diff']:.1e}", flush=True)
-        for batch in [] if args.no_steps else args.batches:
+        for batch in args.batches:
             res["one"][batch] = compare_one_teacher(bank, batch, args.steps, args.reps, tmp)
-        if not (args.no_two or args.no_steps):
+        if not args.no_two:
             res["two"] = compare_two_teachers(bank, 2 if args.quick else 8, args.steps, args.reps, tmp)
     print(json.dumps(res, default=str), file=sys.stderr)  # everything measured, for the record
     body, figures = report(res, args, argv)
-    key = "peers" if DEVICE == "cpu" else "peers_gpu"
     print_and_write(key, body, figures, write and not args.no_write and not args.quick)
     return res
 
