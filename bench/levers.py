@@ -1,8 +1,7 @@
 """Issue 14's levers, each switched off in turn, in one process: the trainers' own step time
 (bench.trainer_step's clock) with everything on, with prefill once off (the two-pass path that
-tests/test_prefill_once.py keeps as its reference: `prefill_reusable` answers False), with
-fused AdamW off (torch's plain AdamW), and with the fused LoRA forward off (peft's own forward
-for the adapter `AdapterBank.use` runs; the routed teacher pass is unchanged). Runs alternate (the order rotates every repetition); each
+tests/test_prefill_once.py keeps as its reference: `prefill_reusable` answers False), and with
+fused AdamW off (torch's plain AdamW). Runs alternate (the order rotates every repetition); each
 figure is the median over repetitions of (step with the lever off) / (step with everything on).
 
     python -m bench.levers                      # a few minutes
@@ -29,21 +28,14 @@ def plain_adamw(params, lr, weight_decay=0.0):
 
 
 def variants():
-    from contextlib import contextmanager
-
-    from mopd_mini import distill, grpo, teachers
+    from mopd_mini import distill, grpo
 
     def never(model, checkpointing):
         return False
 
-    @contextmanager
-    def peft_forward(bank, name):  # teachers.single standing aside: peft's own LoRA forward
-        yield False
-
     return {"all on": [],
             "prefill once off (two passes, train/eval toggles)": [(distill, "prefill_reusable", never), (grpo, "prefill_reusable", never)],
-            "fused AdamW off (plain AdamW)": [(distill, "adamw", plain_adamw), (grpo, "adamw", plain_adamw)],
-            "fused LoRA forward off (peft's, in AdapterBank.use)": [(teachers, "single", peft_forward)]}
+            "fused AdamW off (plain AdamW)": [(distill, "adamw", plain_adamw), (grpo, "adamw", plain_adamw)]}
 
 
 def main(argv=None, write: bool = True) -> dict:

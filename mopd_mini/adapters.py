@@ -293,8 +293,7 @@ class AdapterBank:
     @contextmanager
     def use(self, name: str, trainable: bool = False):
         """Run with exactly one adapter active (BASE: none); `trainable` unfreezes that adapter only.
-        Every other adapter stays frozen, and the previous state comes back on exit. The adapter runs
-        through the routed pass's fused LoRA forward where it applies (`teachers.single`)."""
+        Every other adapter stays frozen, and the previous state comes back on exit."""
         self.check(name)
         if not self.names:  # no adapter yet: the model is the plain base
             yield self.model
@@ -302,15 +301,12 @@ class AdapterBank:
         previous = self.model.active_adapter
         grads = {p: p.requires_grad for n, p in self.model.named_parameters() if "lora_" in n}
         try:
-            from .teachers import single  # (teachers imports this module)
-
             if name == BASE:
-                with self.model.disable_adapter(), single(self, BASE):
+                with self.model.disable_adapter():
                     yield self.model
             else:
                 self.model.set_adapter(name, inference_mode=not trainable)
-                with single(self, name):      # the fused forward of the routed pass, where it applies
-                    yield self.model
+                yield self.model
         finally:
             self.model.set_adapter(previous)
             for p, flag in grads.items():  # exactly the trainable set we found

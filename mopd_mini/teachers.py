@@ -122,17 +122,11 @@ def _fusable(result: Tensor, x: Tensor, B: nn.Linear) -> bool:
             and result.dtype == x.dtype == B.weight.dtype)
 
 
-def _ours(forward) -> bool:
-    """Whether an instance `forward` is one this module installed (routed or single)."""
-    return isinstance(forward, partial) and forward.func is _routed_lora_forward
-
-
 def _routable(layers: list, teachers: set[str]) -> bool:
     """True when every LoRA layer holds the teachers as plain, unmerged linear LoRA (what the
     routed pass computes) and nothing else has replaced its forward."""
     for layer in layers:
-        if ("forward" in vars(layer) and not _ours(vars(layer)["forward"])) or layer.merged \
-                or not isinstance(layer.base_layer, nn.Linear):
+        if "forward" in vars(layer) or layer.merged or not isinstance(layer.base_layer, nn.Linear):
             return False
         for t in teachers:
             if t in layer.lora_variant or layer.use_dora.get(t) or any(
@@ -154,57 +148,21 @@ def lora_layers(bank: AdapterBank) -> list:
 
 
 @contextmanager
-def _forwards(layers: list, groups):
-    """Every LoRA layer runs `_routed_lora_forward` with `groups` inside (an instance attribute;
-    None: peft's own forward); whatever ran before comes back on exit (these nest)."""
-    saved = [vars(layer).get("forward") for layer in layers]
-    for layer in layers:
-        if groups is not None:
-            layer.forward = partial(_routed_lora_forward, layer, groups)
-        elif "forward" in vars(layer):
-            del layer.forward
-    try:
-        yield
-    finally:
-        for layer, forward in zip(layers, saved):
-            if forward is not None:
-                layer.forward = forward
-            elif "forward" in vars(layer):
-                del layer.forward                                        # peft's forward again
-
-
-@contextmanager
 def routed(bank: AdapterBank, names: list[str], device=None):
     """Inside: `bank.model` runs row b through adapter names[b] (BASE: none), in one forward.
-    Yields False when an adapter is of a kind the routed pass does not cover (peft's own forward
-    runs then, for peft's mixed batches)."""
+    Yields False (and changes nothing) when an adapter is of a kind the routed pass does not cover."""
     layers = lora_layers(bank)
-    ok = _routable(layers, set(names) - {BASE})
-    with _forwards(layers, row_groups(names, device) if ok else None):
-        yield ok
-
-
-@contextmanager
-def single(bank: AdapterBank, name: str):
-    """Inside: every row of every forward runs through adapter `name` by the routed pass's fused
-    forward (y = W x + s B A x, one in-place addmm per layer), which has far less Python per call
-    than peft's, for the same arithmetic: `AdapterBank.use` runs every adapter this way (sampling,
-    training, evaluation), which makes a tiny-model MOPD step about 5% faster. The gradient is the
-    same (tests/test_adapters.py). Where the adapter has dropout (the fused forward has none), or is
-    of a kind the routed pass does not cover, peft's forward runs and nothing changes."""
-    layers = lora_layers(bank)
-    if name == BASE:  # no update on any row (also inside another adapter's `use`)
-        with _forwards(layers, [] if _routable(layers, set()) else None):
-            yield True
-        return
-    plain = _routable(layers, {name}) and all(
-        not isinstance(layer.lora_dropout[name], nn.Dropout) or layer.lora_dropout[name].p == 0
-        for layer in layers if name in layer.lora_dropout)
-    if not plain:
+    if not _routable(layers, set(names) - {BASE}):
         yield False
         return
-    with _forwards(layers, [(name, slice(None))]):
+    groups = row_groups(names, device)
+    for layer in layers:
+        layer.forward = partial(_routed_lora_forward, layer, groups)     # an instance attribute...
+    try:
         yield True
+    finally:
+        for layer in layers:
+            del layer.forward                                            # ...removed: peft's forward again
 
 
 @torch.no_grad()

@@ -302,37 +302,3 @@ def test_copy_refuses_base_self_and_unknown(teacher_bank):
     for src, dst in (("base", "x"), ("teacher_binding", "teacher_binding"), ("nope", "x")):
         with pytest.raises(ValueError):
             teacher_bank.copy(src, dst)
-
-
-def test_use_runs_the_fused_forward_with_peft_s_logits_and_gradient(bank, batch, perturb):
-    """`use` runs an adapter through the routed pass's fused forward (teachers.single): the same
-    logits and the same adapter gradient as peft's own forward (to 1e-6, fp32); inside `use(BASE)`
-    no update applies; with LoRA dropout the fused forward stands aside (peft's runs)."""
-    from mopd_mini.adapters import LoraSettings
-    from mopd_mini.teachers import _forwards, _ours, lora_layers
-
-    bank.create("one", seed=1)
-    perturb(bank, "one", seed=5)
-    params = list(bank.parameters("one").values())
-
-    def run(fused: bool):
-        for p in params:
-            p.grad = None
-        with bank.use("one", trainable=True) as model:
-            layers = lora_layers(bank)
-            assert all(_ours(vars(layer).get("forward")) for layer in layers)  # installed by use
-            with (_forwards(layers, None) if not fused else torch.enable_grad()):
-                out = model(**batch).logits
-                (out.float().logsumexp(-1) * batch["attention_mask"]).sum().backward()
-        return out.detach(), [p.grad.clone() for p in params]
-
-    (fused_out, fused_grad), (peft_out, peft_grad) = run(True), run(False)
-    torch.testing.assert_close(fused_out, peft_out, rtol=0, atol=1e-6)
-    assert all(g.abs().sum() > 0 for g in peft_grad)
-    for a, b in zip(fused_grad, peft_grad):
-        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
-    assert not any("forward" in vars(layer) for layer in lora_layers(bank))  # gone on exit
-
-    bank.create("dropped", LoraSettings(dropout=0.1), seed=2)
-    with bank.use("dropped", trainable=True):
-        assert not any("forward" in vars(layer) for layer in lora_layers(bank))  # peft's forward, with its dropout
