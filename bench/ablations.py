@@ -2,19 +2,22 @@
 MOPD, and UCMOPD vs plain MOPD. Rewrites docs/ablations.md, docs/ablations.json and the figures
 docs/figures/ablation_*.png.
 
-    python -m bench.ablations                              # everything, seeds 0 1 2 (~35 min alone on one core)
+    python -m bench.ablations --workers 2                  # everything, seeds 0 1 2
     python -m bench.ablations --seeds 0 --studies origin   # a part
     python -m bench.ablations --quick --no-write           # a smoke test of every code path (seconds)
 
 The studies are the functions of `mopd_mini.ablations` (notebook 06 runs them for one seed);
-runs live in runs/ablations/ (the other base's teacher in runs/ablations/other/), so a re-run
-reloads finished ones and only evaluates again. One torch thread.
+runs live in runs/ablations/ (the other base's teacher in runs/ablations/other_strong/), so a
+re-run reloads finished ones and only evaluates again. One torch thread per process; `--workers 2`
+trains the runs in two processes (the normal students first, then the studies' own runs), and
+the main process then reloads them, evaluates and writes: the same numbers, sooner.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -79,6 +82,48 @@ def plan(args) -> list[tuple[str, int]]:
     return [(study, s) for s in order for study in STUDIES if study in args.studies and s in seeds[study]]
 
 
+def train_job(bank, args, job: list) -> None:
+    """One worker job: ["normal", loss, seed] or [study, seed]; trains (or reloads) its runs only."""
+    exp = "ablations"
+    if job[0] == "normal":
+        ab.normal_student(bank, job[2], job[1], exp, args.quick, **args.student)
+    elif job[0] == "origin":
+        ab.origin_study(bank, job[1], losses=args.losses, experiment=exp, quick=args.quick, **args.student)
+    elif job[0] == "rounds":
+        ab.multi_round(bank, job[1], experiment=exp, quick=args.quick, teacher_steps=args.teacher_steps,
+                       from_round1=job[1] in args.from_round1_seeds, **args.student)
+    else:
+        ab.ucmopd_study(bank, job[1], experiment=exp, quick=args.quick, **args.student)
+
+
+def in_workers(args) -> None:
+    """Train every run of the plan in args.workers processes of one torch thread: first the normal
+    students (the other studies reuse them), then the studies, dealt round-robin; a worker failing
+    stops the command (run it again: finished runs reload)."""
+    import os
+    import subprocess
+    import sys
+
+    losses = set(args.losses if "origin" in args.studies else ()) | {"pg"}
+    seeds = sorted({s for _, s in plan(args)})
+    phases = [[["normal", loss, s] for s in seeds for loss in sorted(losses)], [list(j) for j in plan(args)]]
+    base, skip = [], False
+    for a in args.argv:  # the same command, less --workers N
+        if not skip and a != "--workers" and not a.startswith("--workers="):
+            base.append(a)
+        skip = a == "--workers"
+    for jobs in phases:
+        procs = []
+        for w in range(args.workers):
+            mine = jobs[w::args.workers]
+            if mine:
+                cmd = [sys.executable, "-m", "bench.ablations", *base, "--no-write", "--worker-jobs", json.dumps(mine)]
+                procs.append(subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}))
+        print(f"{len(jobs)} jobs in {len(procs)} workers: {jobs}", flush=True)
+        if any(p.wait() != 0 for p in procs):
+            raise SystemExit("a worker failed; run the same command again (finished runs reload)")
+
+
 def run(args, write=None) -> dict:
     """Train (or reload) every run of the plan; evaluate each new adapter once; after each study,
     `write(results)` if given (so docs/ always reflect the studies finished so far)."""
@@ -99,8 +144,12 @@ def run(args, write=None) -> dict:
     cache = None if args.quick else exp
     if other is not None:
         results["other_table"] = {"acc": evaluate_cached(other, ["base", "teacher_binding"], n,
-                                                         cache and f"{exp}/other"), "n": n}
+                                                         cache and f"{exp}/{ab.OTHER_EXPERIMENT}"), "n": n}
     results["table"] = {"acc": evaluate_cached(bank, ["base", "teacher_binding", "teacher_recall"], n, cache), "n": n}
+    if args.workers > 1 and not args.quick:  # (--quick runs in memory: nothing for workers to share)
+        t = time.time()
+        in_workers(args)
+        seconds[f"training in {args.workers} workers"] = time.time() - t
     for study, seed in plan(args):
         t, s = time.time(), str(seed)
         if study == "origin":
@@ -147,8 +196,12 @@ def report(results: dict, summary: dict, cmd: str, machine: str) -> str:
                   "its recall prompts by the course's own recall teacher. Beside it, the normal two-teacher run "
                   "with the same seed.", "",
                   f"Binding teachers on the course's test prompts: same origin {summary['teachers']['binding']:.2f} "
-                  f"(its base {summary['base']['binding']:.2f}); other origin {o['other_teacher_binding']:.2f} "
-                  f"(its base {o['other_base_binding']:.2f}).", "",
+                  f"(its base {summary['base']['binding']:.2f}; GRPO 200 steps at lr 1e-3, the course preset); other "
+                  f"origin {o['other_teacher_binding']:.2f} (its base {o['other_base_binding']:.2f}; GRPO "
+                  f"{ab.OTHER_TEACHER['steps']} steps at lr {ab.OTHER_TEACHER['lr']:g}, the binding recipe "
+                  "bench/teacher_headroom.py chose on validation, so that it is the STRONGER teacher, as in the "
+                  f"paper): the foreign teacher is {o['other_teacher_binding'] - summary['teachers']['binding']:+.2f} "
+                  "ahead.", "",
                   f"**Initial per-token KL** (student at init = the course base; {results['origin'][o['seeds'][0]]['initial_kl']['n']} "
                   f"binding prompts per seed, the SAME samples scored by both teachers; seeds {', '.join(o['seeds'])}):", "",
                   "| binding teacher | initial per-token reverse KL |", "| --- | --- |",
@@ -239,21 +292,36 @@ def main(argv=None):
     p.add_argument("--losses", nargs="+", default=["pg", "topk"], help="origin study: the loss forms")
     p.add_argument("--studies", nargs="+", default=list(STUDIES), choices=STUDIES)
     p.add_argument("--n", type=int, default=200, help="test prompts per domain and length")
-    p.add_argument("--steps", type=int, default=100, help="steps of every student (the course's preset: 300)")
-    p.add_argument("--teacher-steps", type=int, default=100, help="GRPO steps of each round-2 teacher")
+    p.add_argument("--steps", type=int, default=300, help="steps of every student (the course's preset)")
+    p.add_argument("--teacher-steps", type=int, default=200, help="GRPO steps of each round-2 teacher (round 1's)")
     p.add_argument("--eval-every", type=int, default=25, help="students' in-run evaluation interval")
     p.add_argument("--eval-n", type=int, default=32, help="test prompts per length in the in-run evaluations")
-    p.add_argument("--from-round1-seeds", type=int, nargs="*", default=[0],
+    p.add_argument("--from-round1-seeds", type=int, nargs="*", default=None,
                    help="multi-round: seeds that also train a round-2 student started from the round-1 student")
     p.add_argument("--rounds-seeds", type=int, nargs="*", help="multi-round: other seeds than --seeds")
     p.add_argument("--ucmopd-seeds", type=int, nargs="*", help="UCMOPD: other seeds than --seeds")
     p.add_argument("--quick", action="store_true", help="3 steps per run, in memory, one seed: a smoke test")
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
+    p.add_argument("--workers", type=int, default=1, help="train in this many processes of one torch thread "
+                   "(2 on a 2-core CPU); the numbers are the same")
+    p.add_argument("--worker-jobs", help=argparse.SUPPRESS)  # internal: one worker's jobs, as JSON
     args = p.parse_args(argv)
+    args.argv = list(argv) if argv is not None else sys.argv[1:]
+    if args.workers < 1:
+        raise SystemExit(f"--workers must be >= 1, got {args.workers}")
     if args.quick:  # one seed, PG only, 3 steps per run, in memory
         args.seeds, args.losses, args.from_round1_seeds = args.seeds[:1], ["pg"], []
         args.rounds_seeds = args.ucmopd_seeds = None
     args.student = {"steps": args.steps, "eval_every": args.eval_every, "eval_n": args.eval_n}
+    if args.from_round1_seeds is None:
+        args.from_round1_seeds = list(args.rounds_seeds or args.seeds)
+    if args.worker_jobs:
+        torch.set_num_threads(1)
+        bank, other = ab.ablation_banks(device="cpu")
+        ab.teachers(bank, other, "ablations", quick=args.quick)  # trained by the main process: reloaded
+        for job in json.loads(args.worker_jobs):
+            train_job(bank, args, job)
+        return None
     cmd = command("bench.ablations", argv)
 
     def write(results):

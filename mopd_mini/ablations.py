@@ -38,6 +38,12 @@ from .runs import experiment_name, fast_or
 from .ucmopd import Endorsement, GoldenGain
 
 OTHER = "teacher_binding_other"  # the foreign binding teacher's name in the course bank
+OTHER_TEACHER = {"steps": 400, "lr": 2e-3}
+"""The other base's binding teacher: GRPO with the binding recipe bench/teacher_headroom.py chose
+on validation (docs/teachers.md: 400 steps at lr 2e-3, against the course preset's 200 at 1e-3), so
+that it is STRONGER than the course's own binding teacher, as the paper's foreign teacher was
+(measured in docs/ablations.md). The course's teachers keep the preset."""
+OTHER_EXPERIMENT = "other_strong"  # its runs: runs/<experiment>/other_strong/
 CURVE_KEYS = ("step", "kl/binding", "kl/recall", "reward/binding", "reward/recall", "gg_kept/binding",
               "gg_kept/recall", "tef_masked/binding", "tef_masked/recall")
 
@@ -77,11 +83,12 @@ def teacher_config(domain: str, seed: int, experiment: str, quick: bool = False,
 
 def teachers(bank: AdapterBank, other: AdapterBank | None, experiment: str = "ablations", quick: bool = False) -> dict:
     """Round-1 teachers on the course base (seed 0, as the course's), the other base's binding
-    teacher (seed 0), registered in `bank` as OTHER (allow_foreign: on purpose; `other=None`
-    skips it). Returns the runs."""
+    teacher (seed 0, `OTHER_TEACHER`), registered in `bank` as OTHER (allow_foreign: on purpose;
+    `other=None` skips it). Returns the runs."""
     runs = {f"teacher_{d}": train_teacher(bank, teacher_config(d, 0, experiment, quick)) for d in ("binding", "recall")}
     if other is not None:
-        runs[OTHER] = train_teacher(other, teacher_config("binding", 0, f"{experiment}/other", quick))
+        runs[OTHER] = train_teacher(other, teacher_config("binding", 0, f"{experiment}/{OTHER_EXPERIMENT}", quick,
+                                                          **OTHER_TEACHER))
         bank.add_foreign(OTHER, other, "teacher_binding", allow_foreign=True)
     return runs
 
