@@ -55,6 +55,9 @@ def report(res: dict, cfg: MOPDConfig, reps: int, argv) -> tuple[str, dict]:
     fwd, bwd = ph["sft: student forward + loss"], ph["sft: backward + AdamW"]
     prefill, teacher = t.median("student prefill"), ph["mopd: teachers.score"]
     floor = (prefill + teacher + fwd + bwd) / (fwd + bwd)
+    once_free = (teacher + fwd + bwd) / (fwd + bwd)                        # prefill once, decoding free
+    extra_bwd = ph["mopd: backward + AdamW"] - bwd                          # the two-part graph's backward
+    decode = ph["mopd: sample"] - fwd                                       # sampling beyond the SFT forward
     m, s = res["shapes"]["MOPD"], res["shapes"]["SFT"]
     ok = r_cpu <= GOAL
     lines = [
@@ -87,8 +90,14 @@ def report(res: dict, cfg: MOPDConfig, reps: int, argv) -> tuple[str, dict]:
         f"sampler's own prefill (run with grad; the training forward covers the completion tokens only, on "
         f"the prompt's keys and values: `rollout.completion_logits(prefill=)`), wherever train and eval mode "
         f"compute the same forward (no dropout, no activation checkpointing: the tiny default), and the MOPD "
-        f"step above is measured so (bench.common.Steps.mopd mirrors the trainer); the section "
-        f"`change_all_levers` measures it against the commit before issue 14's changes.",
+        f"step above is measured so (bench.common.Steps.mopd mirrors the trainer). **Its floor**: the "
+        f"sampler's prefill (with grad) is the SFT forward, so a MOPD step is at least an SFT step plus the "
+        f"teachers' prefill: (teacher + forward + backward) / (forward + backward) = **{once_free:.2f}x**, "
+        f"if decoding were free and MOPD's training pass cost what SFT's does. Beyond it, measured: the "
+        f"sampling costs {ms(decode)} more than the SFT forward (its {cfg.max_new_tokens - 1} decode steps), "
+        f"the completion tokens' forward on the prefill's keys and values {ms(ph['mopd: student forward'])}, "
+        f"the loss {ms(ph['mopd: mopd_objective'])}, and the backward through that two-part graph "
+        f"{ms(extra_bwd)} more than SFT's. The teachers' prefill alone is {teacher / sft:.2f} of an SFT step.",
         "", "**Next to the published 14.8-23.1x.** The critique (arXiv 2610.04272, \"Rethinking Self-Distillation for Multi-Teacher Capability Merging\") "
         "counts total training GPU-hours at scale. This page counts one step on FactWorld, where a completion "
         f"is {cfg.max_new_tokens} tokens at most after a ~100-token prompt: generation is one prefill and "
