@@ -5,7 +5,7 @@
 
 Then (unless --no-peers, and when trl is installed) `bench.peers --device cuda`: this library against
 TRL's DistillationTrainer per step, and the peak CUDA memory of two teachers + student held as LoRA
-adapters against separate teacher models, written to the section "peers_gpu".
+adapters against separate teacher models, written to the sections "peers_gpu" and "peers_gpu_memory".
 
 What it does, with no network: builds the real Qwen3-1.7B architecture with random weights (bf16,
 vocabulary 151,936) and saves it with its tokenizer (Qwen3's real one when

@@ -570,7 +570,7 @@ def main(argv=None, write: bool = True):
                     res["memory"].append(memory(args.memory_prompts, args.quick, None, on, args.threads, malloc))
         body, figures = report_memory(res, args, argv)
         if write and not args.no_write and not args.quick:  # the raw figures, for --render-memory
-            atomic_write(MEMORY_JSON, json.dumps({"argv": argv if argv is not None else sys.argv[1:],
+            atomic_write(MEMORY_JSON if DEVICE == "cpu" else MEMORY_JSON.with_name("peers_gpu_memory.json"), json.dumps({"argv": argv if argv is not None else sys.argv[1:],
                                                   "threads": args.threads, "memory_prompts": args.memory_prompts,
                                                   "memory": res["memory"]}, indent=1, default=str).encode())
         print_and_write(key + "_memory", body, figures, write and not args.no_write and not args.quick)
