@@ -31,7 +31,7 @@ from mopd_mini import ablations as ab  # noqa: E402
 from mopd_mini import plots  # noqa: E402
 from mopd_mini.adapters import atomic_write  # noqa: E402
 
-from .common import command, machine_line  # noqa: E402
+from .common import command, in_processes, machine_line  # noqa: E402
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 STUDIES = ("origin", "rounds", "ucmopd")
@@ -97,31 +97,14 @@ def train_job(bank, args, job: list) -> None:
 
 
 def in_workers(args) -> None:
-    """Train every run of the plan in args.workers processes of one torch thread: first the normal
-    students (the other studies reuse them), then the studies, dealt round-robin; a worker failing
-    stops the command (run it again: finished runs reload)."""
-    import os
-    import subprocess
-    import sys
-
+    """Train every run of the plan in args.workers processes (see common.in_processes): first the
+    normal students (the other studies reuse them), then the studies. A worker runs this same
+    command with --worker-jobs, which trains its jobs and returns before anything else."""
     losses = set(args.losses if "origin" in args.studies else ()) | {"pg"}
     seeds = sorted({s for _, s in plan(args)})
-    phases = [[["normal", loss, s] for s in seeds for loss in sorted(losses)], [list(j) for j in plan(args)]]
-    base, skip = [], False
-    for a in args.argv:  # the same command, less --workers N
-        if not skip and a != "--workers" and not a.startswith("--workers="):
-            base.append(a)
-        skip = a == "--workers"
-    for jobs in phases:
-        procs = []
-        for w in range(args.workers):
-            mine = jobs[w::args.workers]
-            if mine:
-                cmd = [sys.executable, "-m", "bench.ablations", *base, "--no-write", "--worker-jobs", json.dumps(mine)]
-                procs.append(subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}))
-        print(f"{len(jobs)} jobs in {len(procs)} workers: {jobs}", flush=True)
-        if any(p.wait() != 0 for p in procs):
-            raise SystemExit("a worker failed; run the same command again (finished runs reload)")
+    for jobs in ([["normal", loss, s] for s in seeds for loss in sorted(losses)], [list(j) for j in plan(args)]):
+        in_processes("bench.ablations", jobs, args.workers,
+                     lambda w, mine: [*args.argv, "--no-write", "--worker-jobs", json.dumps(mine)])
 
 
 def run(args, write=None) -> dict:

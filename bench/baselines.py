@@ -50,7 +50,7 @@ from mopd_mini.evaluate import domain_score  # noqa: E402
 from mopd_mini.merge import merge  # noqa: E402
 from mopd_mini.offline import OfflineConfig, collect, train_offline  # noqa: E402
 
-from .common import command, machine, machine_line  # noqa: E402
+from .common import command, in_processes, machine, machine_line  # noqa: E402
 
 try:  # the teachers the headroom study chose on validation (branch i10m)
     from .teacher_headroom import BASELINE_TEACHER, baseline_teacher_config
@@ -269,28 +269,15 @@ def evals_path(args, bench: Bench, worker: int | None = None) -> Path:
     return folder / ("evals.json" if worker is None else f"evals-w{worker}.json")
 
 
-def in_workers(args, jobs: list[tuple], desc: str) -> None:
-    """Train `jobs` ((method, lr, seed, split or None), ...) in args.workers processes of one torch
-    thread each, dealt round-robin; a job with a split is also evaluated there (val: proto.val_n
-    prompts, test: --n). Each worker writes its own evals file; the runs go where the sequential
-    protocol looks for them, so it then reloads them."""
-    import subprocess
-    import sys
-
-    todo = [list(j) for j in jobs]
-    if args.workers <= 1 or not todo:
-        return
-    procs = []
-    for w in range(args.workers):
-        mine = todo[w::args.workers]
-        if mine:
-            cmd = [sys.executable, "-m", "bench.baselines", "--worker", str(w), "--jobs", json.dumps(mine),
-                   "--n", str(args.n), "--quiet"] + (["--quick"] if args.quick else [])
-            procs.append(subprocess.Popen(cmd, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"}))
-    print(f"{desc}: {len(todo)} runs in {len(procs)} worker processes", flush=True)
-    failed = [p.args for p in procs if p.wait() != 0]
-    if failed:
-        raise SystemExit(f"{len(failed)} worker(s) failed; re-run the same command to resume: {failed[0][:6]}")
+def in_workers(args, jobs: list[tuple]) -> None:
+    """Train `jobs` ((method, lr, seed, split or None), ...) in args.workers processes (see
+    common.in_processes); a job with a split is also evaluated there (val: proto.val_n prompts,
+    test: --n). Each worker writes its own evals file; the runs go where the sequential protocol
+    looks for them, so it then reloads them."""
+    if args.workers > 1 and jobs:
+        in_processes("bench.baselines", [list(j) for j in jobs], args.workers,
+                     lambda w, mine: ["--worker", str(w), "--jobs", json.dumps(mine), "--n", str(args.n), "--quiet"]
+                     + (["--quick"] if args.quick else []))
 
 
 def worker(args, proto: Protocol) -> None:
@@ -317,7 +304,7 @@ def run_protocol(args, proto: Protocol, write_every_seed=None) -> dict:
     # --- the grid, seed 0, on val ----------------------------------------------------------
     grid, chosen, results = {}, {}, {}
     jobs = [(m, lr) for m in TRAINED for lr in proto.lrs]
-    in_workers(args, [(m, lr, 0, None) for m, lr in jobs], "val grid (seed 0)")
+    in_workers(args, [(m, lr, 0, None) for m, lr in jobs])
     for m, lr in tqdm(jobs, desc="val grid (seed 0)", disable=args.quiet):
         r = bench.train(m, lr, 0)
         val[r.name] = final_accs(r.run) or evals.get(bank, r.name, "val", proto.val_n)  # the run's last eval IS this
@@ -341,8 +328,7 @@ def run_protocol(args, proto: Protocol, write_every_seed=None) -> dict:
     chosen["merge_best"] = {"how": best_type, **chosen[f"merge_{best_type}"]}
 
     # --- test, once per method and seed --------------------------------------------------------
-    in_workers(args, [(m, chosen[m], seed, "test") for seed in args.seeds if seed != 0 for m in TRAINED],
-               "the other seeds")
+    in_workers(args, [(m, chosen[m], seed, "test") for seed in args.seeds if seed != 0 for m in TRAINED])
     per_seed = {}
     report = None
     for seed in args.seeds:

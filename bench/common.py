@@ -17,6 +17,7 @@ import platform
 import re
 import shlex
 import statistics
+import subprocess
 import sys
 import time
 from contextlib import contextmanager
@@ -65,6 +66,20 @@ def command(module: str, argv: list[str] | None = None) -> str:
     argv = sys.argv[1:] if argv is None else argv
     env = " ".join(f"{k}={os.environ[k]}" for k in ("OMP_NUM_THREADS", "MOPD_FAST") if k in os.environ)
     return " ".join(x for x in [env, "python -m", module, shlex.join(argv)] if x)
+
+
+def in_processes(module: str, jobs: list, workers: int, argv_of) -> None:
+    """Run `jobs` in `workers` processes of one torch thread each, dealt round-robin: process i runs
+    `python -m <module> *argv_of(i, its jobs)`. Waits for all; a failing one stops the command (the
+    benchmarks reload what finished, so running it again resumes)."""
+    procs = [subprocess.Popen([sys.executable, "-m", module, *argv_of(w, jobs[w::workers])],
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+             for w in range(workers) if jobs[w::workers]]
+    print(f"{module}: {len(jobs)} jobs in {len(procs)} worker processes", flush=True)
+    failed = sum(p.wait() != 0 for p in procs)
+    if failed:
+        raise SystemExit(f"{failed} worker process(es) of {module} failed; run the same command again "
+                         "(finished runs reload)")
 
 
 def set_threads(n: int | None) -> None:

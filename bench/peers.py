@@ -340,10 +340,7 @@ def memory(prompts: int, quick: bool, layers: int | None = None, checkpointing: 
     """Peak memory of both configurations, each in a fresh process; `layers`: that many of Qwen3-1.7B's
     28 layers (its width and vocabulary unchanged), for a machine without room for three full models."""
     res = {"load": [load_avg()], "layers": layers, "checkpointing": checkpointing, "malloc": malloc}
-    env = {**os.environ, **(MALLOC_FIXED if malloc == "fixed" else {})}
-    if malloc != "fixed":
-        for k in MALLOC_FIXED:
-            env.pop(k, None)
+    env = {k: v for k, v in os.environ.items() if k not in MALLOC_FIXED} | (MALLOC_FIXED if malloc == "fixed" else {})
     for kind in ("shared", "separate"):
         cmd = [sys.executable, "-m", "bench.peers", "--memory-child", kind, "--prompts", str(prompts),
                "--device", DEVICE, "--threads", str(threads), "--memory-checkpointing", "on" if checkpointing else "off"]
@@ -468,7 +465,8 @@ def report_memory(res: dict, args, argv) -> tuple[str, dict]:
               "read on the qwen3 preset's setting (activation checkpointing on) with the fixed threshold."]
     figures = {}
     for m in res["memory"]:
-        ok = m["ratio"] <= GOAL_MEMORY
+        is_goal = m["checkpointing"] and m.get("malloc") == "fixed"   # the setting the goal is read on
+        ok = m["ratio"] <= GOAL_MEMORY if is_goal else None
         s, p = m["shared"], m["separate"]
         if "depths" in m:
             measured = "; ".join(f"{L} layers: {gb(d['shared']['peak_rss'])} vs {gb(d['separate']['peak_rss'])} "
@@ -495,17 +493,27 @@ def report_memory(res: dict, args, argv) -> tuple[str, dict]:
                   f"| separate models (a merged copy of the base each, as TRL and verl hold them) | {gb(p['peak_rss'])} "
                   f"| {p['wall']:.0f} s | {'(projected)' if 'projected_from' in m else m['load'][1] + ' -> ' + m['load'][2]} |", "",
                   f"This library / separate teachers: **{m['ratio']:.2f}x**" + (
-                      f" (goal <= {GOAL_MEMORY}x: {'met' if ok else '**missed**'})." if m["checkpointing"] and
-                      m.get("malloc") == "fixed" else " (reported beside the goal's setting).")]
+                      f" (goal <= {GOAL_MEMORY}x: {'met' if ok else '**missed**'})." if is_goal
+                      else " (reported beside the goal's setting).")]
         size = ("Qwen3-1.7B size" if "projected_from" not in m else
                 f"Qwen3-1.7B width, projected to 28 layers from {', '.join(map(str, m['projected_from']))}")
         size += ", activation checkpointing " + ("on" if m["checkpointing"] else "off")
         size += "" if m.get("malloc") == "fixed" else ", default malloc"
-        is_goal = m["checkpointing"] and m.get("malloc") == "fixed"   # the setting the goal is read on
         figures[f"peak memory, two teachers + student, {size}: this library / separate teachers"] = {
-            "goal": f"<= {GOAL_MEMORY}x" if is_goal else "(reported)", "measured": f"{m['ratio']:.2f}x",
-            "ok": ok if is_goal else None}
+            "goal": f"<= {GOAL_MEMORY}x" if is_goal else "(reported)", "measured": f"{m['ratio']:.2f}x", "ok": ok}
     return "\n".join(lines), figures
+
+
+def write_memory(saved: dict, args, write: bool) -> None:
+    """The memory section of docs/benchmarks.md from `saved` ({"argv", "threads", "memory_prompts",
+    "memory"}), and (write) that dict itself beside it, for --render-memory."""
+    args.threads, args.memory_prompts = saved["threads"], saved["memory_prompts"]
+    set_threads(args.threads)  # the section's header names the measurement's threads
+    body, figures = report_memory(saved, args, saved["argv"])
+    if write:
+        name = MEMORY_JSON.name if DEVICE == "cpu" else "peers_gpu_memory.json"
+        atomic_write(MEMORY_JSON.with_name(name), json.dumps(saved, indent=1, default=str).encode())
+    print_and_write("peers_memory" if DEVICE == "cpu" else "peers_gpu_memory", body, figures, write)
 
 
 def main(argv=None, write: bool = True):
@@ -540,11 +548,7 @@ def main(argv=None, write: bool = True):
     set_threads(args.threads)
     if args.render_memory:
         saved = json.loads(Path(args.render_memory).read_text())
-        args.threads, args.memory_prompts = saved["threads"], saved["memory_prompts"]
-        set_threads(args.threads)  # the section's header names the measurement's threads
-        body, figures = report_memory({"memory": saved["memory"]}, args, saved["argv"])
-        print_and_write("peers_memory" if DEVICE == "cpu" else "peers_gpu_memory", body, figures,
-                        write and not args.no_write)
+        write_memory(saved, args, write and not args.no_write)
         return saved
     if args.memory_child:
         shrink = dict(num_hidden_layers=1, hidden_size=64, intermediate_size=128, num_attention_heads=2,
@@ -568,12 +572,9 @@ def main(argv=None, write: bool = True):
                     res["memory"].append({**project(depths, 28), "checkpointing": on, "malloc": malloc, "depths": depths})
                 else:
                     res["memory"].append(memory(args.memory_prompts, args.quick, None, on, args.threads, malloc))
-        body, figures = report_memory(res, args, argv)
-        if write and not args.no_write and not args.quick:  # the raw figures, for --render-memory
-            atomic_write(MEMORY_JSON if DEVICE == "cpu" else MEMORY_JSON.with_name("peers_gpu_memory.json"), json.dumps({"argv": argv if argv is not None else sys.argv[1:],
-                                                  "threads": args.threads, "memory_prompts": args.memory_prompts,
-                                                  "memory": res["memory"]}, indent=1, default=str).encode())
-        print_and_write(key + "_memory", body, figures, write and not args.no_write and not args.quick)
+        write_memory({"argv": argv if argv is not None else sys.argv[1:], "threads": args.threads,
+                      "memory_prompts": args.memory_prompts, "memory": res["memory"]}, args,
+                     write and not args.no_write and not args.quick)
     if args.no_steps:
         return res
     if not have_trl():
