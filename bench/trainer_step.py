@@ -26,14 +26,14 @@ from .common import make_bank, median, set_threads
 
 
 @contextmanager
-def step_clock(times: list):
-    """process_time at every Run.log (one call per step), appended to `times`."""
+def step_clock(times: list, clock=time.process_time):
+    """clock() at every Run.log (one call per step), appended to `times` (default: process_time)."""
     from mopd_mini import runs
 
     original = runs.Run.log
 
     def log(self, row):
-        times.append(time.process_time())
+        times.append(clock())
         return original(self, row)
 
     with mock.patch.object(runs.Run, "log", log):
