@@ -639,89 +639,27 @@ def cost_section(rep: dict) -> list[str]:
 
 
 def figures(rep: dict, folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    methods = ranking(rep)
-    cmap = plt.get_cmap("tab10")
-    # 1. score by method and domain with error bars
-    fig, ax = plt.subplots(figsize=(12, 4.2))
-    width = 0.27
-    for j, key in enumerate(("binding", "recall", "mean")):
-        mus, sds = zip(*[(method_stats(rep, m, key=key)[0], method_stats(rep, m, key=key)[1]) for m in methods])
-        ses = [method_stats(rep, m, key=key)[2] for m in methods]
-        err = [s if not math.isnan(s) else e for s, e in zip(sds, ses)]
-        ax.bar([i + (j - 1) * width for i in range(len(methods))], mus, width, yerr=err, capsize=2, label=key, color=cmap(j))
-    for i, m in enumerate(methods):
-        if m in PAPER:
-            ax.plot([i - 1.5 * width, i + 1.5 * width], [PAPER[m]] * 2, color="black", lw=1)
-    ax.set_xticks(range(len(methods)), [LABEL[m].replace(" (", "\n(") for m in methods], rotation=40, ha="right", fontsize=8)
-    ax.axhline(1, color="gray", ls=":")
-    ax.set(ylabel="normalised score (test)", title=f"Normalised score by method (error bars: std over seeds {rep['protocol']['seeds_done']}; "
-           "black line: the paper's figure)")
-    ax.legend()
-    ax.grid(alpha=0.3, axis="y")
-    plots.save(fig, "baselines_scores", folder)
-    plt.close(fig)
-    # 2. score against cost
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    for ax, part in zip(axes, ("stage", "pipeline")):
-        for i, m in enumerate(methods):
-            if m == "merge_best":
-                continue
-            c = cost_means(rep, m, part)["flops"]
-            mu, sd, se, _ = method_stats(rep, m)
-            x = max(c, 1e6)
-            ax.errorbar([x], [mu], yerr=[sd if not math.isnan(sd) else se], fmt="o", color=cmap(i % 10), capsize=2)
-            ax.annotate(LABEL[m].split(" (")[0], (x, mu), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        ax.set(xscale="log", xlabel=f"estimated FLOPs ({part}{'; merges drawn at 1e6' if part == 'stage' else ''})",
-               ylabel="mean normalised score (test)", title=f"score against cost: {'distillation / merging stage' if part == 'stage' else 'whole pipeline incl. teachers'}")
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    plots.save(fig, "baselines_cost", folder)
-    plt.close(fig)
-    # 3. cascade forgetting
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
-    for ax, m in zip(axes, ("cascade_br", "cascade_rb")):
-        first, second = ("binding", "recall") if m == "cascade_br" else ("recall", "binding")
-        for seed, pts in rep["curves"][m].items():
-            steps = [p["step"] for p in pts]
-            ax.plot(steps, [p[first] for p in pts], color=cmap(0), alpha=0.7,
-                    label=f"{first} (first stage)" if seed == list(rep["curves"][m])[0] else None)
-            ax.plot(steps, [p[second] for p in pts], color=cmap(1), alpha=0.7,
-                    label=f"{second} (being trained)" if seed == list(rep["curves"][m])[0] else None)
-        ax.set(xlabel="second-stage step", ylabel="normalised score (val)", title=f"{LABEL[m]}: the forgetting curve")
-        ax.axhline(1, color="gray", ls=":")
-        ax.legend()
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    plots.save(fig, "baselines_forgetting", folder)
-    plt.close(fig)
-    # 4. MOPD vs Mix-RL by prompts seen
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for i, m in enumerate(("mopd_pg", "mopd_topk", "mopd_kl", "mixrl")):
-        by_seed = list(rep["curves"][m].values())
-        xs = [p["prompts"] for p in by_seed[0]]
-        ys = [fmean(c[j]["mean"] for c in by_seed) for j in range(len(xs))]
-        ax.plot(xs, ys, "o-", label=LABEL[m], color=cmap(i))
-    ax.set(xlabel="prompts seen per domain", ylabel="mean normalised score (val)",
-           title="Sample efficiency: MOPD against Mix-RL (mean over seeds)")
-    ax.axhline(1, color="gray", ls=":")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    plots.save(fig, "baselines_efficiency", folder)
-    plt.close(fig)
-    # 5. merge sweep
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for i, how in enumerate(MERGES):
-        g = rep["grid"][f"merge_{how}"]
-        key = "density" if "density" in g[0] else "w"
-        ax.plot([x[key] for x in g], [x["mean"] for x in g], "o-", color=cmap(i),
-                label=f"{how} (x: {'density, w = 1' if key == 'density' else 'weight w of each teacher'})")
-    ax.set(xlabel="weight w (linear, cat) or density (ties, dare_ties)", ylabel="mean normalised score (val)",
-           title="Param-Merge sweep on val (seed 0)")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    plots.save(fig, "baselines_merge_sweep", folder)
-    plt.close(fig)
+    """The page's five figures, drawn by `mopd_mini.plots` from the view of the results that notebook
+    05 draws its own from (`plots.baselines_view`): one piece of plotting code for both."""
+    view = plots.baselines_view(rep)
+    made_by = f"`{rep['command']}`, seeds {rep['protocol']['seeds_done']}"
+    scores = {LABEL[m]: view["scores"][m] for m in ranking(rep)}                     # best first
+    short = {m: LABEL[m].split(" (")[0] for m in LABEL}                           # the crowded cost panels
+    panels = {panel: {short[m]: point for m, point in points.items()} for panel, points in view["cost_panels"].items()}
+    efficiency = {LABEL[m]: view["curves"][m] for m in ("mopd_pg", "mopd_topk", "mopd_kl", "mixrl") if m in view["curves"]}
+    drawn = {
+        "baselines_scores": plots.method_bars(scores, paper={LABEL[m]: v for m, v in PAPER.items()},
+                                              title=f"Normalised score on test, mean ± std over seeds\n{made_by}"),
+        "baselines_cost": plots.score_vs_cost(panels, title=f"Score against cost\n{made_by}"),
+        "baselines_efficiency": plots.sample_efficiency(
+            efficiency, title=f"MOPD against Mix-RL, val split, mean over seeds\n{made_by}"),
+        "baselines_forgetting": plots.forgetting_normalised({LABEL[m]: c for m, c in view["forgetting"].items()},
+                                                 title=made_by),
+        "baselines_merge_sweep": plots.merge_sweep(view["merges"], title=f"Param-Merge grid on val (seed 0)\n{made_by}"),
+    }
+    for name, fig in drawn.items():
+        plots.save(fig, name, folder)
+        plt.close(fig)
 
 
 def write(rep: dict, docs: Path = DOCS) -> None:

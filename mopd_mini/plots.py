@@ -264,6 +264,20 @@ def sample_efficiency(curves: dict, title: str = "MOPD against Mix-RL at equal p
     return fig
 
 
+def forgetting_normalised(curves: dict, title: str = ""):
+    """Cascade RL's forgetting from saved results (`baselines_view(...)["forgetting"]`): one panel per
+    cascade, each domain's normalised score during the second stage. curves: {cascade: {domain:
+    (steps, scores)}}. (`forgetting` draws the same from a live run's accuracies.)"""
+    fig, axes = plt.subplots(1, len(curves), figsize=(6 * len(curves), 3.6), squeeze=False)
+    for ax, (name, by_domain) in zip(axes[0], curves.items()):
+        sample_efficiency(by_domain, title=f"{name}: normalised score during the second stage", ax=ax,
+                          xlabel="step of the second stage", ylabel="normalised score (val)")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
 def merge_sweep(sweep: dict, title: str = "Param-Merge weight sweep",
                 domains=("binding", "recall", "mean")):
     """Normalised score per domain against the merge weights. sweep: {how: {label: {domain:
