@@ -51,7 +51,7 @@ import torch
 from mopd_mini.adapters import atomic_write
 
 from .common import (Steps, gb, make_bank, median, ms, print_and_write, section_head, set_threads,
-                     step_examples)
+                     side_by_side, step_examples)
 from .trainer_step import step_clock
 
 GOAL_STEP = 1.25    # TRL's step / this library's, one teacher
@@ -226,6 +226,45 @@ def add_repetition(res: dict, lib: dict, trl: dict, what: str) -> None:
     print(f"  {what}: this library {ms(lib['wall'])} wall / {ms(lib['cpu'])} CPU, TRL {ms(trl['wall'])} wall / "
           f"{ms(trl['cpu'])} CPU per step ({trl['wall'] / lib['wall']:.2f}x wall, {trl['cpu'] / lib['cpu']:.2f}x "
           f"CPU); load {res['load'][-1]}", flush=True)
+
+
+PASSES = {"prefill": "the student's prompt prefill, no grad (TRL's generation)",
+          "train": "the student's forward + backward + AdamW over prompt + completion (both)",
+          "routed": "the teacher as a routed LoRA pass (this library)",
+          "merged": "the teacher as a merged model (TRL)"}
+
+
+def ceiling(bank, batch: int, reps: int) -> dict:
+    """Each pass of the two one-teacher steps timed alone on one batch (interleaved, medians, both
+    clocks), and what TRL's step / this library's would be if decoding and every per-call cost were
+    free on both sides: TRL runs the student's prefill to sample, the merged teacher, and the
+    training pass; this library runs the training pass (whose prompt prefill is the sampler's) and
+    the routed teacher. Both teachers score the completion positions only."""
+    from mopd_mini import teachers as routing
+    from mopd_mini.rollout import completion_logits, position_ids
+
+    cfg = lib_config(("binding",), batch, 1)
+    steps = Steps(bank, cfg, step_examples(cfg))
+    teacher = separate_teacher(bank, "teacher_binding")
+    block = steps.sft_batch                      # the prompts and C completion columns
+    P = block.prompt_len
+    ids, mask = block.input_ids[:, :P], block.attention_mask[:, :P]
+    with bank.use(cfg.student, trainable=True) as model:
+        @torch.no_grad()
+        def prefill():
+            model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), logits_to_keep=1, use_cache=True)
+
+        @torch.no_grad()
+        def merged():
+            completion_logits(teacher, block)
+
+        fns = {"prefill": prefill, "train": lambda: steps.sft(model), "merged": merged,
+               "routed": lambda: routing.score(bank, block, cfg.route, k=cfg.topk)}
+        t = side_by_side(fns, reps=reps, warmup=2, before_each=steps.reset)
+    out = {c: {k: t.median(k, c) for k in fns} for c in CLOCKS}
+    for c, p in out.items():
+        p["ratio"] = (p["prefill"] + p["merged"] + p["train"]) / (p["train"] + p["routed"])
+    return out
 
 
 def compare_two_teachers(bank, prompts: int, steps: int, reps: int, tmp: str) -> dict:
@@ -460,6 +499,31 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
                   f"{busy['lib']:.2f}, TRL {busy['trl']:.2f}, of {args.threads} threads"
                   + (": both sides keep every thread busy, so the two clocks give the same ratios."
                      if min(busy.values()) > 0.9 * args.threads else ".")]
+    if res.get("ceiling"):
+        lines += ["", "**The ceiling of the structure.** Each pass of the two steps timed alone on one batch (wall "
+                  f"time, medians of {max(3, args.reps)} interleaved repetitions): TRL's step runs the student's prefill "
+                  "to sample, the teacher and the training pass; this library's runs the training pass, whose prompt "
+                  "prefill is the sampler's, and the teacher. If decoding and every per-call cost were free on both "
+                  "sides, TRL's step / this library's would be (prefill + merged teacher + training pass) / (training "
+                  "pass + routed teacher):", "",
+                  "| batch | " + " | ".join(PASSES.values()) + " | ceiling: TRL / this library |",
+                  "| --- | " + " | ".join("---" for _ in PASSES) + " | --- |"]
+        for batch, c in res["ceiling"].items():
+            w = c["wall"]
+            lines.append(f"| {batch} | " + " | ".join(ms(w[k]) for k in PASSES) + f" | **{w['ratio']:.2f}x** |")
+        measured = "; ".join(f"batch {b}: {median(res['one'][b]['ratio']['wall']):.2f}x measured against a "
+                             f"ceiling of {c['wall']['ratio']:.2f}x" for b, c in res["ceiling"].items() if b in res["one"])
+        under = [b for b, c in res["ceiling"].items() if c["wall"]["ratio"] < GOAL_STEP]
+        lines += ["", f"{measured}. Beyond these passes each step spends more: this library its decode steps and its "
+                  "forward over the completion on the prefill's cache, TRL its generation loop, and each trainer its "
+                  "own per-step work. Where both spend alike, the measured ratio lies between the ceiling and 1. " + (
+                      f"At batch {', '.join(map(str, under))} the ceiling itself is under the goal's {GOAL_STEP}x: the "
+                      "passes alone cannot meet it there, and a measured ratio at or above it comes from TRL spending "
+                      "more than this library beyond them." if under else
+                      f"The goal's {GOAL_STEP}x lies under the ceiling at every batch measured.")]
+        for batch, c in res["ceiling"].items():
+            figures[f"TRL / this library, one teacher, batch {batch}: the structure's ceiling"] = {
+                "goal": "(reported)", "measured": f"{c['wall']['ratio']:.2f}x", "ok": None}
     a = res["agreement"]
     lines += ["", f"**The same objective.** On one rollout ({a['tokens']} completion tokens, mean reverse KL "
               f"{a['mean_kl']:.4f}), TRL's divergence kernel at beta = 1 and `losses.reverse_kl` agree per token to "
@@ -629,6 +693,7 @@ def main(argv=None, write: bool = True):
         print(f"per-token KL, TRL vs reverse_kl: max abs diff {res['agreement']['max_abs_diff']:.1e}", flush=True)
         for batch in args.batches:
             res["one"][batch] = compare_one_teacher(bank, batch, args.steps, args.reps, tmp)
+        res["ceiling"] = {batch: ceiling(bank, batch, max(3, args.reps)) for batch in args.batches}
         if not args.no_two:
             res["two"] = compare_two_teachers(bank, 2 if args.quick else 8, args.steps, args.reps, tmp)
     print(json.dumps(res, default=str), file=sys.stderr)  # everything measured, for the record

@@ -14,7 +14,7 @@ A route may also name a FOREIGN teacher (`bank.add_foreign`: a separate model, i
 its own adapter, same tokenizer): its rows are prefilled by that model, the others as below, and
 the scores are the same tensors, so the losses and the logging do not know the difference.
 
-Two ways to run the teachers, with identical results (a test checks this to 1e-5):
+Two ways to run the teachers, with the same results (tests check this to 1e-5):
     "mixed"  ONE forward for the whole batch, each row through its own LoRA adapter: inside
              every LoRA layer,  y_b = W x_b + s_t B_t A_t x_b  with t the teacher of row b
              (the base matmul once for all rows; each teacher's low-rank update on its rows)
@@ -22,6 +22,10 @@ Two ways to run the teachers, with identical results (a test checks this to 1e-5
 
 "mixed" is the default: it costs one base forward whatever the number of teachers
 (docs/benchmarks.md measures it at about 1.0x scoring the whole batch with a single teacher).
+On a base small enough (`MERGED_LIMIT`: the tiny one, not Qwen3-1.7B) it keeps each teacher's
+merged weights W + s_t B_t A_t beside the adapter and gives each teacher's rows one matmul with
+them, so a routed teacher costs what a separate merged teacher model would (the same scores up to
+fp32 rounding; the weights are rebuilt whenever a teacher's adapter changes).
 Each teacher's rows are a slice of the batch when they are contiguous (train_student lists its
 prompts domain by domain), so no activation is copied. Adapters that the routed pass does not
 cover (DoRA, LoRA on embeddings or convolutions) fall back to peft's own mixed-adapter batches
@@ -96,10 +100,21 @@ def row_groups(names: list[str], device=None) -> list[tuple[str, slice | Tensor]
     return groups
 
 
-def _routed_lora_forward(layer: LoraLayer, groups, x: Tensor, *args, **kwargs) -> Tensor:
+def _routed_lora_forward(layer: LoraLayer, groups, merged: dict | None, x: Tensor, *args, **kwargs) -> Tensor:
     """One LoRA layer in a routed pass:  y_b = W x_b + s_t B_t A_t x_b,  t = the teacher of row b.
     Same arithmetic as peft's single-adapter forward (update in the adapter's dtype, added, then
-    cast back), applied to each teacher's rows only. Teachers run without dropout."""
+    cast back), applied to each teacher's rows only. Teachers run without dropout.
+    `merged` ({teacher: W + s_t B_t A_t} of this layer, when the bank is small enough to hold them:
+    `merged_weights`): then each teacher's rows take one matmul with its merged weight, as a
+    separate teacher model would, instead of the base matmul plus the two low-rank ones."""
+    if merged is not None:
+        bias = layer.base_layer.bias
+        if len(groups) == 1:                                            # one teacher for the whole batch
+            return nn.functional.linear(x, merged[groups[0][0]], bias)
+        result = x.new_empty(x.shape[:-1] + (layer.base_layer.out_features,))
+        for teacher, rows in groups:
+            result[rows] = nn.functional.linear(x[rows], merged[teacher], bias)
+        return result
     result = layer.base_layer(x, *args, **kwargs)                       # (B, T, out) W x, all rows
     for teacher, rows in groups:
         if teacher not in layer.lora_A:
@@ -147,17 +162,54 @@ def lora_layers(bank: AdapterBank) -> list:
     return cached[1]
 
 
+MERGED_LIMIT = 64 * 2**20
+"""bytes: the routed pass holds each teacher's merged weights (W + s B A of every LoRA layer) when all
+of them together fit in this; the tiny base's take 1.3 MB a teacher, Qwen3-1.7B's 2.8 GB (bf16), so
+there the teachers stay low-rank updates on the one base (the point of holding them as adapters)"""
+
+
+def merged_weights(bank: AdapterBank, layers: list, teachers: list[str]) -> dict | None:
+    """{layer index: {teacher: W + s B A}} for the routed pass, or None when the teachers' merged
+    weights would not fit in MERGED_LIMIT. Built once and kept on the bank; a layer's entry is
+    rebuilt when its base weight or the teacher's A or B has changed since (their version counters:
+    a load, a copy or an optimizer step on the teacher each bump them)."""
+    size = sum(layer.base_layer.weight.numel() * layer.base_layer.weight.element_size()
+               for layer in layers for t in teachers if t in layer.lora_A)
+    if not teachers or size > MERGED_LIMIT:
+        return None
+    cache = getattr(bank, "_merged", None)
+    if cache is None:
+        cache = bank._merged = {}     # {(layer, teacher): (the weights' versions, W + s B A)}
+    out = {}
+    for i, layer in enumerate(layers):
+        W = layer.base_layer.weight
+        for t in teachers:
+            if t not in layer.lora_A:
+                return None       # a teacher that skips a layer: the low-rank path handles it row by row
+            A, B = layer.lora_A[t].weight, layer.lora_B[t].weight
+            key, stamp = (id(layer), t), tuple((p.data_ptr(), p._version) for p in (W, A, B))
+            if key not in cache or cache[key][0] != stamp:
+                with torch.no_grad():
+                    update = (B.float() @ A.float()) * layer.scaling[t]
+                    cache[key] = (stamp, (W.float() + update).to(W.dtype))
+            out.setdefault(i, {})[t] = cache[key][1]
+    return out
+
+
 @contextmanager
 def routed(bank: AdapterBank, names: list[str], device=None):
     """Inside: `bank.model` runs row b through adapter names[b] (BASE: none), in one forward.
     Yields False (and changes nothing) when an adapter is of a kind the routed pass does not cover."""
     layers = lora_layers(bank)
-    if not _routable(layers, set(names) - {BASE}):
+    teachers = set(names) - {BASE}
+    if not _routable(layers, teachers):
         yield False
         return
     groups = row_groups(names, device)
-    for layer in layers:
-        layer.forward = partial(_routed_lora_forward, layer, groups)     # an instance attribute...
+    merged = merged_weights(bank, layers, sorted(teachers)) if BASE not in names else None
+    for i, layer in enumerate(layers):
+        layer.forward = partial(_routed_lora_forward, layer, groups,
+                                None if merged is None else merged[i])   # an instance attribute...
     try:
         yield True
     finally:

@@ -238,9 +238,11 @@ def test_objective_is_zero_when_the_student_is_the_teacher(teacher_bank, perturb
 
     self_scores = teachers.score(bank, rollout, {"binding": "student", "recall": "twin"}, k=cfg.topk)
     value, info = mopd_objective(cfg, student_logits, rollout, self_scores)
-    assert abs(value.item()) < 1e-5
+    # ~0 up to fp32 rounding: the routed pass scores with the merged weights W + s B A of the tiny
+    # base (teachers.MERGED_LIMIT), the student's forward with W and B A apart
+    assert abs(value.item()) < 5e-5
     for key in ("kl", "sampled_kl", "advantage_raw", "advantage", "loss"):
-        assert info[key][mask].abs().max() < 1e-5, key
+        assert info[key][mask].abs().max() < 5e-5, key
     assert info["clipped"].sum() == 0
 
     real = teachers.score(bank, rollout, TEACHERS, k=cfg.topk)
