@@ -346,6 +346,17 @@ class Steps:
         device = next(self.bank.model.parameters()).device
         return make_rollout(ids.to(device), mask.to(device), comp.to(device), comp_mask.to(device), self.examples)
 
+    @torch.no_grad()
+    def prefill(self, model):
+        """The student's sampling prefill alone: one no-grad forward over the step's prompts (the SFT
+        block's prompt columns), logits at the last position only, keeping the cache (its output)."""
+        from mopd_mini.rollout import position_ids
+
+        P = self.sft_batch.prompt_len
+        ids, mask = self.sft_batch.input_ids[:, :P], self.sft_batch.attention_mask[:, :P]
+        return model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), logits_to_keep=1,
+                     use_cache=True)
+
     def sft(self, model) -> dict:
         from mopd_mini.losses import masked_mean
         from mopd_mini.rollout import completion_logits, token_logprobs

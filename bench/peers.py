@@ -241,30 +241,24 @@ def ceiling(bank, batch: int, reps: int) -> dict:
     training pass; this library runs the training pass (whose prompt prefill is the sampler's) and
     the routed teacher. Both teachers score the completion positions only."""
     from mopd_mini import teachers as routing
-    from mopd_mini.rollout import completion_logits, position_ids
+    from mopd_mini.rollout import completion_logits
 
     cfg = lib_config(("binding",), batch, 1)
     steps = Steps(bank, cfg, step_examples(cfg))
     teacher = separate_teacher(bank, "teacher_binding")
     block = steps.sft_batch                      # the prompts and C completion columns
-    P = block.prompt_len
-    ids, mask = block.input_ids[:, :P], block.attention_mask[:, :P]
     with bank.use(cfg.student, trainable=True) as model:
-        @torch.no_grad()
-        def prefill():
-            model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), logits_to_keep=1, use_cache=True)
-
         @torch.no_grad()
         def merged():
             completion_logits(teacher, block)
 
-        fns = {"prefill": prefill, "train": lambda: steps.sft(model), "merged": merged,
+        fns = {"prefill": lambda: steps.prefill(model), "train": lambda: steps.sft(model), "merged": merged,
                "routed": lambda: routing.score(bank, block, cfg.route, k=cfg.topk)}
         t = side_by_side(fns, reps=reps, warmup=2, before_each=steps.reset)
     out = {c: {k: t.median(k, c) for k in fns} for c in CLOCKS}
     for c, p in out.items():
         p["ratio"] = (p["prefill"] + p["merged"] + p["train"]) / (p["train"] + p["routed"])
-    return out
+    return {**out, "reps": reps}
 
 
 def compare_two_teachers(bank, prompts: int, steps: int, reps: int, tmp: str) -> dict:
@@ -501,7 +495,7 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
                      if min(busy.values()) > 0.9 * args.threads else ".")]
     if res.get("ceiling"):
         lines += ["", "**The ceiling of the structure.** Each pass of the two steps timed alone on one batch (wall "
-                  f"time, medians of {max(3, args.reps)} interleaved repetitions): TRL's step runs the student's prefill "
+                  f"time, medians of {next(iter(res['ceiling'].values()))['reps']} interleaved repetitions): TRL's step runs the student's prefill "
                   "to sample, the teacher and the training pass; this library's runs the training pass, whose prompt "
                   "prefill is the sampler's, and the teacher. If decoding and every per-call cost were free on both "
                   "sides, TRL's step / this library's would be (prefill + merged teacher + training pass) / (training "

@@ -23,7 +23,7 @@ import torch
 from transformers import DynamicCache
 
 from mopd_mini import MOPDConfig
-from mopd_mini.rollout import encode_prompts, position_ids
+from mopd_mini.rollout import position_ids
 
 from .common import (Steps, machine, make_bank, median, ms, print_and_write, section_head, set_threads,
                      side_by_side, step_examples)
@@ -34,19 +34,12 @@ GOAL = 1.5  # issue 14 (it was 2x before)
 def measure(cfg: MOPDConfig, reps: int, warmup: int = 2) -> dict:
     bank = make_bank("tiny")
     steps = Steps(bank, cfg, step_examples(cfg), phases={})
-    ids, mask = encode_prompts(bank.model, bank.tokenizer, [e.prompt for e in steps.examples], cfg.max_new_tokens)
+    P = steps.sft_batch.prompt_len
+    mask = steps.sft_batch.attention_mask[:, :P]
 
     with bank.use(cfg.student, trainable=True) as model:
-        @torch.no_grad()
-        def prefill():  # the student's sampling prefill alone: one no-grad forward over the prompts
-            model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), logits_to_keep=1,
-                  use_cache=True)
-
-        with torch.no_grad():  # the prompts' keys and values, for one decode step on top of them
-            kv = [(layer.keys, layer.values) for layer in model(
-                input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), logits_to_keep=1,
-                use_cache=True).cache.layers]
-        token = torch.full((len(ids), 1), bank.tokenizer.eos_token_id)
+        kv = [(layer.keys, layer.values) for layer in steps.prefill(model).cache.layers]  # for one decode step
+        token = torch.full((len(mask), 1), bank.tokenizer.eos_token_id)
         step_mask = torch.cat([mask, torch.ones_like(token)], 1)
 
         @torch.no_grad()
@@ -56,10 +49,10 @@ def measure(cfg: MOPDConfig, reps: int, warmup: int = 2) -> dict:
 
         shapes = {"MOPD": steps.mopd(model), "SFT": steps.sft(model)}
         timings = side_by_side({"MOPD step": lambda: steps.mopd(model), "SFT step": lambda: steps.sft(model),
-                                "student prefill": prefill, "one decode step": decode}, reps=reps, warmup=warmup,
+                                "student prefill": lambda: steps.prefill(model), "one decode step": decode}, reps=reps, warmup=warmup,
                                before_each=steps.reset, after_warmup=steps.phases.clear)
     return {"timings": timings, "phases": {k: median(v) for k, v in steps.phases.items()}, "shapes": shapes,
-            "prompt_width": ids.shape[1]}
+            "prompt_width": P}
 
 
 def report(res: dict, cfg: MOPDConfig, reps: int, argv) -> tuple[str, dict]:

@@ -173,9 +173,11 @@ def merged_weights(bank: AdapterBank, layers: list, teachers: list[str]) -> dict
     weights would not fit in MERGED_LIMIT. Built once and kept on the bank; a layer's entry is
     rebuilt when its base weight or the teacher's A or B has changed since (their version counters:
     a load, a copy or an optimizer step on the teacher each bump them)."""
-    size = sum(layer.base_layer.weight.numel() * layer.base_layer.weight.element_size()
-               for layer in layers for t in teachers if t in layer.lora_A)
-    if not teachers or size > MERGED_LIMIT:
+    if not teachers or any(t not in layer.lora_A for layer in layers for t in teachers):
+        return None               # a teacher that skips a layer: the low-rank path handles it row by row
+    size = len(teachers) * sum(layer.base_layer.weight.numel() * layer.base_layer.weight.element_size()
+                               for layer in layers)
+    if size > MERGED_LIMIT:
         return None
     cache = getattr(bank, "_merged", None)
     if cache is None:
@@ -184,8 +186,6 @@ def merged_weights(bank: AdapterBank, layers: list, teachers: list[str]) -> dict
     for i, layer in enumerate(layers):
         W = layer.base_layer.weight
         for t in teachers:
-            if t not in layer.lora_A:
-                return None       # a teacher that skips a layer: the low-rank path handles it row by row
             A, B = layer.lora_A[t].weight, layer.lora_B[t].weight
             key, stamp = (id(layer), t), tuple((p.data_ptr(), p._version) for p in (W, A, B))
             if key not in cache or cache[key][0] != stamp:
