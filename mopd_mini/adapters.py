@@ -39,6 +39,56 @@ from peft import LoraConfig, PeftModel, get_peft_model, load_peft_weights, set_p
 
 BASE = "base"  # the name that means "adapters disabled"
 ORIGIN_FILE = "mopd_mini.json"
+ROLES = {"teacher": "a GRPO adapter (train_teacher: a teacher, Mix-RL or a cascade)",
+         "student": "an MOPD student (train_student)",
+         "offline": "an offline student (train_offline: RFT or soft labels)",
+         "merge": "a merged adapter (merge.merge)",
+         "foreign": "a foreign teacher (bank.add_foreign)"}
+"""what made an adapter; a trainer never trains over an adapter of another role"""
+SIGNATURE = {"group_size": "teacher", "samples_per_prompt": "offline", "student": "student"}
+"""a config.json field only that trainer's config has -> the role of the run folder it is in"""
+
+
+def check_adapter_name(name) -> str:
+    """`name` if it can name an adapter (a torch module name, and a run folder); else a ValueError."""
+    if (not isinstance(name, str) or not name or name != name.strip() or name in (".", "..")
+            or any(c in name for c in "./\\\0")):
+        raise ValueError(f"the adapter name {name!r} must be a non-empty name without '.', '/', '\\' or "
+                         "leading/trailing spaces (it names a torch module and a run folder), e.g. 'student_2'")
+    return name
+
+
+def role_of_folder(folder: str | Path) -> str | None:
+    """The role (ROLES) of the run in `folder`, from its config.json; None if it has none (or it is
+    unreadable): an adapter folder that no trainer of this course wrote."""
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return role_of_config(config)
+
+
+def role_of_config(config) -> str | None:
+    """The role (ROLES) of the trainer whose config (as a dict) this is; None if none of them."""
+    if not isinstance(config, dict):
+        return None
+    return next((role for key, role in SIGNATURE.items() if key in config), None)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def share(path: str | Path) -> None:
+    """Give `path` (a file, or a folder and all it holds) the mode a plain open() or mkdir() would:
+    0o666 / 0o777 less the umask. mkstemp and mkdtemp make 0o600 / 0o700 files, and safetensors
+    writes through them too, so on a shared (group) folder nobody else could read an adapter."""
+    path, mask = Path(path), _umask()
+    for p in [path, *(path.rglob("*") if path.is_dir() else ())]:
+        if not p.is_symlink():
+            p.chmod((0o777 if p.is_dir() else 0o666) & ~mask)
 
 
 @dataclass
@@ -78,6 +128,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0o600 would keep the group out
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -122,12 +173,14 @@ class AdapterBank:
         self.model = base  # becomes a PeftModel at the first create/load
         self.origin = origin_of(base, tokenizer)
         self.foreign: dict[str, ForeignTeacher] = {}  # teachers that are separate models, by name
+        self.roles: dict[str, str] = {}  # adapter -> the role (ROLES) of what made it, where known
 
     def add_foreign(self, name: str, bank: "AdapterBank", adapter: str, allow_foreign: bool = False) -> None:
         """Register `adapter` of ANOTHER bank (another base) as a teacher called `name`: routing
         (`teachers.score`) then sends a domain's rows to that model. Refused when the tokenizers
         differ (always) or, unless `allow_foreign=True`, when the bases differ."""
         bank.check(adapter)
+        check_adapter_name(name)
         if name == BASE or name in self.names:
             raise ValueError(f"{name!r} is already an adapter of this bank (or reserved); give the "
                              "foreign teacher another name, e.g. f'{adapter}_other'")
@@ -188,12 +241,28 @@ class AdapterBank:
         self._add(name, config, seed=0)
         self.load_state(name, {n.replace(f".{source}.", f".{name}."): t for n, t in weights.items()})
 
-    def start(self, name: str, init_from: str | None = None, seed: int = 0) -> None:
-        """What every trainer does first: a fresh adapter (`init_from=None`) or a copy of one."""
+    def claim(self, name: str, role: str) -> None:
+        """A ValueError if `name` is an adapter of the bank made by another role (ROLES) than `role`,
+        or a foreign teacher: what a trainer checks before it trains `name`."""
+        if name in self.foreign:
+            raise ValueError(f"{name!r} is a foreign teacher of this bank (bank.add_foreign); "
+                             f"{ROLES[role]} never trains over it: give it another name")
+        held = self.roles.get(name) if name in self.names else None
+        if held is not None and held != role:
+            raise ValueError(f"{name!r} in the bank is {ROLES[held]}; {ROLES[role]} never trains over it: "
+                             "give it another name")
+
+    def start(self, name: str, init_from: str | None = None, seed: int = 0, role: str | None = None) -> None:
+        """What every trainer does first: a fresh adapter (`init_from=None`) or a copy of one;
+        `role` (ROLES): refused over an adapter of another role (`claim`), and recorded."""
+        if role is not None:
+            self.claim(name, role)
         if init_from is None:
             self.create(name, seed=seed)
         else:
             self.copy(init_from, name)
+        if role is not None:
+            self.roles[name] = role
 
     def load(self, name: str, path: str | Path, allow_foreign: bool = False) -> None:
         """Load a saved adapter (peft folder) under `name`, frozen. Refuses another origin; on a
@@ -202,6 +271,10 @@ class AdapterBank:
         if not (path / "adapter_config.json").exists():
             raise FileNotFoundError(f"no adapter at {path} (adapter_config.json missing); train it first "
                                     f"or check the path (saved adapters live in runs/<experiment>/<name>/)")
+        unreadable = [f.name for f in path.iterdir() if f.is_file() and not os.access(f, os.R_OK)]
+        if unreadable:
+            raise PermissionError(f"the adapter at {path} is there but this user cannot read {unreadable}; "
+                                  f"ask its owner to make it readable (chmod -R g+rX {path}); the files are fine")
         self._check_origin(path, allow_foreign)
         try:
             self._add(name, LoraConfig.from_pretrained(str(path)), seed=0)
@@ -214,12 +287,18 @@ class AdapterBank:
             self._drop(name)
             raise ValueError(f"could not load the adapter at {path}: {err}. Delete the folder and "
                              "re-create the adapter (re-run the training that made it).") from err
+        self.roles[name] = role_of_folder(path)
         self._settle()
 
     def _add(self, name: str, config: LoraConfig, seed: int) -> None:
         """Replace-or-add an adapter with this config; A drawn from `seed`, B = 0."""
         if name == BASE:
             raise ValueError(f"{BASE!r} is reserved for the adapter-free base; pick another name")
+        check_adapter_name(name)
+        if name in self.foreign:
+            raise ValueError(f"{name!r} is already a foreign teacher of this bank (bank.add_foreign), and "
+                             "routing would take it; give the adapter another name, or drop the foreign "
+                             f"teacher first (del bank.foreign[{name!r}])")
         self._drop(name)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -230,6 +309,7 @@ class AdapterBank:
         self._settle()
 
     def _drop(self, name: str) -> None:
+        self.roles.pop(name, None)
         if name not in self.names:
             return
         if len(self.names) == 1:
@@ -255,6 +335,7 @@ class AdapterBank:
             src = Path(tmp) / name  # peft writes a non-default adapter into a sub-folder
             src = src if src.exists() else Path(tmp)
             (src / ORIGIN_FILE).write_text(json.dumps(self.origin, indent=1))
+            share(src)  # the group may read it, as the umask says (mkdtemp and safetensors: 0o600)
             path.mkdir(parents=True, exist_ok=True)
             for f in src.iterdir():
                 os.replace(f, path / f.name)

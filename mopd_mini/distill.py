@@ -296,12 +296,19 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
                              f"(bank.load) first. The bank holds: {bank.names}, foreign: {list(bank.foreign)}")
     if cfg.init_from is not None and cfg.init_from == cfg.student:
         raise ValueError(f"init_from={cfg.init_from!r} is the student being trained; start from another adapter")
-    bank.start(cfg.student, cfg.init_from, seed=cfg.seed)
+    if cfg.init_from is not None:
+        bank.check(cfg.init_from)
+    taught = sorted(d for d, t in cfg.route.items() if t == cfg.student)
+    if taught:  # it would distil from itself (KL 0) and overwrite the teacher
+        raise ValueError(f"student={cfg.student!r} is the teacher of {taught}; a student never overwrites a "
+                         "teacher: give the student another name (student=...)")
+    bank.claim(cfg.student, "student")
+    run = Run.open(cfg.experiment, cfg.student, cfg)  # names, the folder's role, the checkpoint's config
+    bank.start(cfg.student, cfg.init_from, seed=cfg.seed, role="student")
     bank.set_checkpointing(cfg.gradient_checkpointing)
     params = list(bank.parameters(cfg.student).values())
     optimizer = adamw(params, cfg.lr)
     generator = torch.Generator().manual_seed(cfg.seed)
-    run = Run.open(cfg.experiment, cfg.student, cfg)
     start = run.resume(bank, cfg.student, optimizer, generator)
     tracked = [ex for d in domains.values()
                for ex in d.test_examples(d.eval_lengths[0], cfg.track_prompts, cfg.seed + 1)]

@@ -129,12 +129,13 @@ def train_teacher(bank: AdapterBank, cfg: GRPOConfig) -> Run:
     check_budget(bank.tokenizer, domains, cfg.max_new_tokens)
     if cfg.init_from is not None:
         bank.check(cfg.init_from)
-    bank.start(cfg.adapter, cfg.init_from, seed=cfg.seed)
+    bank.claim(cfg.adapter, "teacher")
+    run = Run.open(cfg.experiment, cfg.adapter, cfg)  # names, the folder's role, the checkpoint's config
+    bank.start(cfg.adapter, cfg.init_from, seed=cfg.seed, role="teacher")
     bank.set_checkpointing(cfg.gradient_checkpointing)
     params = list(bank.parameters(cfg.adapter).values())
     optimizer = adamw(params, cfg.lr)
     generator = torch.Generator().manual_seed(cfg.seed)
-    run = Run.open(cfg.experiment, cfg.adapter, cfg)
     start = run.resume(bank, cfg.adapter, optimizer, generator)
     P, G, D = cfg.prompts_per_step, cfg.group_size, len(domains)
     with bank.use(cfg.adapter, trainable=True) as model:

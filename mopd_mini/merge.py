@@ -25,10 +25,13 @@ peft (which merge delta W and factor it again) are out of the course's scope.
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 from peft.tuners.lora import LoraLayer
 
-from .adapters import BASE, AdapterBank
+from .adapters import BASE, AdapterBank, check_adapter_name
 
 HOWS = ("linear", "cat", "ties", "dare_ties")
 NEEDS_DENSITY = ("ties", "dare_ties")
@@ -42,14 +45,19 @@ def merge(bank: AdapterBank, name: str, weights: dict[str, float], how: str = "c
         raise ValueError(f"unknown merge how={how!r}; valid: {HOWS} (peft's svd variants are out of scope)")
     if len(weights) < 2:
         raise ValueError(f"merge needs at least two adapters in weights, got {list(weights)}")
-    for adapter in weights:
+    for adapter, w in weights.items():
         bank.check(adapter)
         if adapter == BASE:
             raise ValueError(f"{BASE!r} has no adapter weights to merge; give trained adapters")
-    if "." in name or not name:
-        raise ValueError(f"the merged adapter's name {name!r} must be non-empty and without '.' (a torch module name)")
+        if isinstance(w, bool) or not isinstance(w, numbers.Real) or not math.isfinite(w):
+            raise ValueError(f"the merge weight of {adapter!r} must be a finite number, got {w!r}")
+    if not any(weights.values()):
+        raise ValueError(f"every merge weight is 0 ({weights}): the merge would be the base itself; give "
+                         "at least one adapter a non-zero weight (or use the base, 'base')")
+    check_adapter_name(name)
     if name in weights:
         raise ValueError(f"the merged adapter's name {name!r} is one of the adapters being merged; pick another")
+    bank.claim(name, "merge")
     if how in NEEDS_DENSITY and not (density is not None and 0 < density <= 1):
         raise ValueError(f"how={how!r} needs density in (0, 1] (the fraction of entries each adapter keeps), "
                          f"got {density}")
@@ -63,6 +71,7 @@ def merge(bank: AdapterBank, name: str, weights: dict[str, float], how: str = "c
         bank.model.add_weighted_adapter(list(weights), [float(w) for w in weights.values()], name,
                                         combination_type=how, density=density,
                                         majority_sign_method=majority_sign_method)
+    bank.roles[name] = "merge"
     bank._settle()
     return name
 

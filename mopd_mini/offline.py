@@ -245,19 +245,20 @@ def train_offline(bank: AdapterBank, cfg: OfflineConfig, data: Collected | None 
     every domain, by cross-entropy (sft) or by the forward KL from the routed teacher (soft)."""
     cfg.check()
     domains = get_domains(cfg.domains)
+    if cfg.adapter in cfg.route.values():
+        raise ValueError(f"name={cfg.adapter!r} is a teacher's name; give the student another name")
+    bank.claim(cfg.adapter, "offline")
+    run = Run.open(cfg.experiment, cfg.adapter, cfg)  # names, the folder's role, the checkpoint's config
     data = data if data is not None else collect(bank, cfg)
     kept = data.kept(cfg.keep)
     if not kept:
         raise ValueError(f"no {cfg.keep} teacher samples to train on ({data.counts()}); sample more "
                          "(samples_per_prompt, prompts_per_domain) or train the teachers first")
-    if cfg.adapter in cfg.route.values():
-        raise ValueError(f"name={cfg.adapter!r} is a teacher's name; give the student another name")
-    bank.start(cfg.adapter, None, seed=cfg.seed)
+    bank.start(cfg.adapter, None, seed=cfg.seed, role="offline")
     bank.set_checkpointing(cfg.gradient_checkpointing)
     params = list(bank.parameters(cfg.adapter).values())
     optimizer = adamw(params, cfg.lr)
     generator = torch.Generator().manual_seed(cfg.seed)   # unused by the loop: the data order is seeded per epoch
-    run = Run.open(cfg.experiment, cfg.adapter, cfg)
     start = run.resume(bank, cfg.adapter, optimizer, generator)
     if start == 1:   # the teachers' sampling is this run's first cost: a step-0 row
         counts = data.counts()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from .adapters import AdapterBank, atomic_write
+from .adapters import ROLES, AdapterBank, atomic_write, check_adapter_name, role_of_config, role_of_folder
 
 RUNS_DIR = Path("runs")
 FAST = os.environ.get("MOPD_FAST", "") not in ("", "0")
@@ -52,6 +52,35 @@ def preset(config_cls, model: str, qwen3: dict, overrides: dict):
     return replace(cfg, **overrides)
 
 
+def check_experiment(experiment) -> str | None:
+    """`experiment` if it names a folder inside RUNS_DIR (it may nest, as "ablations/other_strong"),
+    or None (in memory); else a ValueError naming the value: an empty name would write into runs/
+    itself, '..' or an absolute path outside it."""
+    if experiment is None:
+        return None
+    parts = str(experiment).replace("\\", "/").split("/") if isinstance(experiment, str) else None
+    if (parts is None or Path(experiment).is_absolute() or experiment != experiment.strip()
+            or any(p in ("", ".", "..") or p != p.strip() or "\0" in p for p in parts)):
+        raise ValueError(f"experiment={experiment!r} is not a folder name inside {RUNS_DIR}/: give a non-empty "
+                         "name (letters, digits, '-', '_'; 'a/b' nests), without '..', an absolute path or "
+                         "leading/trailing spaces; e.g. experiment='course' (or None to keep the run in memory)")
+    return experiment
+
+
+def writable(folder: Path) -> None:
+    """A ValueError before any compute if `folder` (or the nearest folder above it that exists) cannot
+    be written: the run would otherwise fail at its first checkpoint, after the work."""
+    at = Path(folder)
+    while not at.exists() and at != at.parent:
+        at = at.parent
+    if not at.is_dir():
+        raise ValueError(f"cannot create the run folder {folder}: {at} is a file, not a folder")
+    if not os.access(at, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write the run folder {folder}: {at} is not writable by this user; run "
+                         "from a folder you can write (runs/ is relative to the working folder), or pass "
+                         "experiment=None to keep the run in memory")
+
+
 @dataclass
 class Run:
     """One adapter's training run: its folder, its metrics so far, and its checkpoints."""
@@ -64,14 +93,49 @@ class Run:
     seconds: float = 0.0
     """wall time of the training steps so far (no evaluations, no checkpoints); in checkpoint.pt,
     not in metrics.jsonl, which stays byte-identical between runs of one seed"""
+    trained: bool = False
+    """whether this call trained a step (a finished run reloaded rewrites nothing)"""
+    _state: dict | None = field(default=None, repr=False)
+    """the checkpoint `open` read and checked, until `resume` restores it"""
 
     @classmethod
     def open(cls, experiment: str | None, name: str, config) -> "Run":
-        folder = None if experiment is None else RUNS_DIR / experiment / name
-        return cls(folder, asdict(config))
+        """The run of adapter `name`, before any work: the names are checked, and a folder that
+        holds an adapter this trainer must not overwrite is refused (`claim`)."""
+        check_adapter_name(name)
+        folder = None if check_experiment(experiment) is None else RUNS_DIR / experiment / name
+        run = cls(folder, asdict(config))
+        run.claim(ROLE_OF[type(config).__name__])
+        run._state = run.checkpoint()
+        return run
+
+    def claim(self, role: str) -> None:
+        """Refuse a folder that holds an adapter of another role (a teacher, a merged or foreign
+        adapter, another trainer's student), or a trained adapter with no checkpoint to resume
+        from: training would replace weights that nothing can restore. The message never advises
+        deleting it."""
+        if self.dir is None or not self.dir.exists():
+            return
+        held = role_of_folder(self.dir)
+        has_checkpoint = (self.dir / "checkpoint.pt").exists()
+        if held is None and (has_checkpoint or not any((self.dir / f).exists() for f in ADAPTER_FILES)):
+            return  # nothing there yet (killed before its first checkpoint), or the checkpoint says (`checkpoint`)
+        self.check_role(held, role)
+        if not has_checkpoint:
+            raise ValueError(f"{self.dir} holds a trained adapter but no checkpoint.pt to resume from, so "
+                             "training would replace its weights. Give this run another name "
+                             f"({NAME_FIELD[role]}=...) or another experiment; load the adapter with bank.load "
+                             "to use it")
+
+    def check_role(self, held: str | None, role: str) -> None:
+        if held != role:
+            raise ValueError(f"{self.dir} holds {ROLES.get(held, 'an adapter this trainer did not make')}; "
+                             f"{ROLES[role]} never overwrites it. Give this run another name "
+                             f"({NAME_FIELD[role]}=...) or another experiment")
 
     def log(self, row: dict) -> dict:
         self.metrics.append(row)
+        self.trained = True
         return row
 
     # -- checkpoints --------------------------------------------------------------------------
@@ -89,21 +153,40 @@ class Run:
         atomic_write(self.dir / "checkpoint.pt", buffer.getvalue())
         self.write_files()
 
-    def resume(self, bank: AdapterBank, name: str, optimizer, generator: torch.Generator) -> int:
-        """Restore the last checkpoint if there is one for this config; returns the next step."""
+    def checkpoint(self) -> dict | None:
+        """The last checkpoint, checked against this run's config before any work (`open` calls it):
+        None if there is none; a ValueError naming every difference if it was trained with another
+        config, or for more steps than this run asks for (the record would disagree with the weights)."""
         path = None if self.dir is None else self.dir / "checkpoint.pt"
         if path is None or not path.exists():
-            return 1
+            if self.dir is not None:
+                writable(self.dir)
+            return None
         try:
             state = torch.load(path, weights_only=False)
         except Exception as err:
             raise ValueError(f"the checkpoint {path} is unreadable ({err}); delete it to start over") from err
+        self.check_role(role_of_config(state.get("config")), role_of_config(self.config))
         saved, now = _comparable(state["config"]), _comparable(self.config)
         if saved != now:
-            diff = "; ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}"
-                             for k in sorted(saved.keys() | now.keys()) if saved.get(k) != now.get(k))
-            raise ValueError(f"{self.dir} holds a run with another config ({diff}); use another experiment "
-                             "name, or delete the folder to start over")
+            raise ValueError(f"{self.dir} holds a run with another config ({config_diff(saved, now)}); "
+                             "use another experiment name, or the saved settings to resume or reload it")
+        done = state["step"]
+        if self.config["steps"] < done:
+            raise ValueError(f"{self.dir} holds a run of {done} steps; steps={self.config['steps']} would not "
+                             f"train, and its record would disagree with its weights: ask for steps={done} to "
+                             f"reload it (more to extend it), or use another experiment name")
+        if done == self.config["steps"]:  # finished: nothing trains, so the record stays the saved one
+            self.config = state["config"]
+        else:
+            writable(self.dir)
+        return state
+
+    def resume(self, bank: AdapterBank, name: str, optimizer, generator: torch.Generator) -> int:
+        """Restore the last checkpoint if there is one (checked by `open`); returns the next step."""
+        state = self._state
+        if state is None:
+            return 1
         bank.load_state(name, state["adapter"])
         optimizer.load_state_dict(state["optimizer"])
         generator.set_state(state["generator"])
@@ -111,22 +194,32 @@ class Run:
         random.setstate(state["python_rng"])
         self.metrics, self.trace = state["metrics"], state["trace"]
         self.seconds = state.get("seconds", 0.0)
+        self._state = None  # resumed once; the tensors now live in the bank and the optimizer
         return state["step"] + 1
 
     def write_files(self) -> None:
+        """config.json, metrics.jsonl and trace.json; a file whose content is unchanged is not rewritten
+        (a finished run reloads from a folder it cannot write, e.g. a shared one)."""
         if self.dir is None:
             return
-        atomic_write(self.dir / "config.json", json.dumps(self.config, indent=1, default=str).encode())
-        atomic_write(self.dir / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in self.metrics).encode())
+        files = {"config.json": json.dumps(self.config, indent=1, default=str).encode(),
+                 "metrics.jsonl": "".join(json.dumps(r) + "\n" for r in self.metrics).encode()}
         if self.trace:
-            atomic_write(self.dir / "trace.json", json.dumps(self.trace).encode())
+            files["trace.json"] = json.dumps(self.trace).encode()
+        for file, data in files.items():
+            path = self.dir / file
+            if not (path.exists() and path.read_bytes() == data):
+                atomic_write(path, data)
 
     def finish(self, bank: AdapterBank, name: str) -> Path | None:
-        """Save the trained adapter as a peft folder beside its metrics."""
+        """Save the trained adapter as a peft folder beside its metrics (a finished run that trained
+        nothing now keeps its saved adapter, unless a kill left it unsaved)."""
         if self.dir is None:
             return None
         self.write_files()
-        return bank.save(name, self.dir)
+        if self.trained or not all((self.dir / f).exists() for f in ADAPTER_FILES):
+            bank.save(name, self.dir)
+        return self.dir
 
 
 def adamw(params, lr: float, weight_decay: float = 0.0) -> torch.optim.AdamW:
@@ -191,6 +284,19 @@ def check_loop(cfg) -> None:
         raise ValueError(f"eval_split must be 'test' or 'val', got {cfg.eval_split!r}")
     if cfg.eval_every < 0:
         raise ValueError(f"eval_every must be >= 0 (0: never evaluate), got {cfg.eval_every}")
+    check_experiment(cfg.experiment)
+
+
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+ROLE_OF = {"GRPOConfig": "teacher", "MOPDConfig": "student", "OfflineConfig": "offline"}
+"""the role (adapters.ROLES) of the adapter each trainer's config makes"""
+NAME_FIELD = {"teacher": "name", "student": "student", "offline": "name"}
+
+
+def config_diff(saved: dict, now: dict) -> str:
+    """`field: saved X, now Y` for every field that differs."""
+    return "; ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}"
+                     for k in sorted(saved.keys() | now.keys()) if saved.get(k) != now.get(k))
 
 
 IGNORED_ON_RESUME = ("steps", "progress", "eval_every", "eval_n", "checkpoint_every", "track_steps", "track_prompts")
