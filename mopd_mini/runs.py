@@ -129,7 +129,7 @@ class Run:
 
     def check_role(self, held: str | None, role: str) -> None:
         if held != role:
-            raise ValueError(f"{self.dir} holds {ROLES.get(held, 'an adapter this trainer did not make')}; "
+            raise ValueError(f"{self.dir} holds {ROLES.get(held, UNKNOWN_ROLE)}; "
                              f"{ROLES[role]} never overwrites it. Give this run another name "
                              f"({NAME_FIELD[role]}=...) or another experiment")
 
@@ -290,6 +290,7 @@ def check_loop(cfg) -> None:
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 ROLE_OF = {"GRPOConfig": "teacher", "MOPDConfig": "student", "OfflineConfig": "offline"}
 """the role (adapters.ROLES) of the adapter each trainer's config makes"""
+UNKNOWN_ROLE = "an adapter that no trainer's run made (no config.json of train_teacher, train_student or train_offline)"
 NAME_FIELD = {"teacher": "name", "student": "student", "offline": "name"}
 
 
