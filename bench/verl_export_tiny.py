@@ -46,10 +46,10 @@ def main(argv=None):
     start = time.time()
     run = tiny_run(work)
     print(f"tiny run in {run} ({time.time() - start:.0f} s); exporting:")
-    print(f"python -m mopd_mini.export verl --run {run} --out {out}")
+    print(f"python -m mopd_mini.export verl --run {run} --out {out} --force")
     from mopd_mini.export import main as export
 
-    export(["verl", "--run", str(run), "--out", str(out)])
+    export(["verl", "--run", str(run), "--out", str(out), "--force"])  # its own output: replaced whole
 
 
 if __name__ == "__main__":

@@ -18,6 +18,18 @@ The export writes everything verl needs, in verl's own formats:
       run_verl.sh             that command line, ready to launch on a cluster
       export.json             what was exported from where, and the merge checks
 
+All or nothing: the run's settings, the teachers' folders and origins, the GPU layout and --out are
+checked before anything is written; the export is built in a hidden staging folder beside --out
+and renamed into place at the end (swapped with an existing one in one atomic step where Linux can),
+so a failed or killed export leaves --out as it was. A non-empty --out is refused unless --force,
+which replaces it whole. Files get the modes the umask gives (the group can read them).
+
+Faithful to the run: with --run, each domain's teacher is the one the student was distilled from
+(MOPDConfig.teachers: a round-2 teacher by its folder in the run, or "base", the base itself), and
+every MOPDConfig field is carried into the config (CARRIED), has no effect on what is trained
+(NO_EFFECT), or is refused by name when set (REFUSED: init_from, UCMOPD's golden_gain and
+endorsement), as are a LoRA dropout and the losses below.
+
 verl's loader is the judge of the config, not this module: `make check-verl` loads the YAML into
 verl 0.9.1's own Hydra config, `validate_config` and distillation dataclass, in its own venv
 (bench/check_verl.py). The mapping, what carries over exactly and what does not, is in
@@ -36,11 +48,15 @@ from __future__ import annotations
 
 import argparse
 import copy
+import ctypes
 import importlib
 import inspect
 import json
+import os
 import re
 import shlex
+import shutil
+import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -48,8 +64,9 @@ import torch
 
 import factworld
 
-from .adapters import AdapterBank, LoraSettings, atomic_write
+from .adapters import BASE, AdapterBank, LoraSettings, atomic_write, share
 from .distill import LOSSES, MOPDConfig
+from .ucmopd import Endorsement, GoldenGain
 from .domains import get_domains
 from .evaluate import TEACHER_OF
 from .models import TINY, load_base
@@ -96,8 +113,19 @@ class Layout:
     rollout_tp: int = 1
     """tensor parallel size of the student's vLLM rollout"""
 
+    def check(self) -> None:
+        """A ValueError naming the option for a count that cannot describe a node."""
+        for name, flag in (("gpus", "--gpus"), ("teacher_tp", "--teacher-tp"), ("rollout_tp", "rollout_tp")):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{flag} must be a whole number >= 1, got {value!r}")
+        if self.teacher_gpus is not None and (not isinstance(self.teacher_gpus, int) or self.teacher_gpus < 1):
+            raise ValueError(f"--teacher-gpus must be a whole number >= 1 (or left out: half the node), "
+                             f"got {self.teacher_gpus!r}")
+
     def split(self, n_teachers: int) -> tuple[int, int, int]:
         """(actor GPUs, teacher-pool GPUs, replicas per teacher); a ValueError if it does not fit."""
+        self.check()
         unit = n_teachers * self.teacher_tp
         teacher = self.teacher_gpus if self.teacher_gpus is not None else (self.gpus // 2) // unit * unit
         if teacher < unit or teacher % unit:
@@ -224,9 +252,10 @@ def train_rows(tokenizer, cfg: MOPDConfig) -> list[dict]:
 
 
 def val_rows(tokenizer, cfg: MOPDConfig) -> list[dict]:
-    """The test prompts the course evaluates on: eval_n per domain and evaluated length."""
+    """The prompts the course run evaluates on (its eval_split, "test" or "val"): eval_n per domain
+    and evaluated length."""
     examples = [ex for d in get_domains(cfg.domains).values() for L in d.eval_lengths
-                for ex in d.test_examples(L, cfg.eval_n)]
+                for ex in d.examples(cfg.eval_split, L, cfg.eval_n)]
     return [row(tokenizer, ex, "val", i) for i, ex in enumerate(examples)]
 
 
@@ -384,6 +413,9 @@ MAPPING = [  # (our field, verl key, note): the table of docs/scale_out.md, writ
     ("(no log-prob clamp)", "distillation.distillation_loss.log_prob_min_clamp=null", "exact"),
     ("MOPDConfig.domains + teacher_<d>", "distillation.teacher_key=data_source, "
      "+distillation.teacher_models.<d>.key/model_path", "one teacher per sample; unknown key is an error"),
+    ("MOPDConfig.teachers (a domain's teacher by name; 'base')", "+distillation.teacher_models.<d>.model_path",
+     "that adapter merged; 'base': student_base"),
+    ("MOPDConfig.eval_split / eval_n", "data.val_files (the split's prompts, eval_n per length)", "exact"),
     ("MOPDConfig.prompts_per_domain x domains", "data.train_batch_size, actor.ppo_mini_batch_size",
      "one update per batch"),
     ("(one update per batch)", "actor_rollout_ref.actor.ppo_epochs=1", "on-policy: ratio 1"),
@@ -405,21 +437,82 @@ MAPPING = [  # (our field, verl key, note): the table of docs/scale_out.md, writ
 
 
 # ---------------------------------------------------------------------------------------------
+# faithful to the run: every setting carried, or refused by name
+# ---------------------------------------------------------------------------------------------
+
+CARRIED = ("loss", "clip", "steps", "prompts_per_domain", "domains", "lr", "temperature", "max_new_tokens",
+           "grad_clip", "eval_every", "eval_n", "eval_split", "seed", "experiment", "checkpoint_every",
+           "gradient_checkpointing", "teachers")
+"""MOPDConfig fields the export carries into verl's config, data or teachers (MAPPING)"""
+NO_EFFECT = {
+    "topk": "the size of the logged top-k masses (MOPD-PG does not use it)",
+    "topk_correction": "loss='topk' only, which is refused",
+    "scoring": "how the course runs its teachers (one pass or one per teacher): the same scores",
+    "track_steps": "what the course records for its plots", "track_prompts": "what the course records for its plots",
+    "student": "the adapter's name in the course", "progress": "the progress bar",
+}
+"""MOPDConfig fields that do not change what is trained (so nothing of them needs carrying)"""
+REFUSED = {
+    "init_from": lambda v: (f"MOPDConfig.init_from={v!r}: the course's student starts from a copy of adapter "
+                            f"{v!r}; the export's student starts from the base with a fresh LoRA adapter (verl "
+                            "0.9.1 gets no adapter to start from), so it would train another run. Export a "
+                            "student trained from the base (init_from=None)"),
+    "golden_gain": lambda v: ("MOPDConfig.golden_gain (UCMOPD's Golden-Gain Enhancement: extra exploration "
+                              "samples, kept by their positive-advantage density) has no equivalent in verl "
+                              "0.9.1's distillation; exporting would train plain MOPD-PG. Export a run "
+                              "without it (golden_gain=None)"),
+    "endorsement": lambda v: ("MOPDConfig.endorsement (UCMOPD's Teacher-Endorsement Filtering: a Bernoulli mask "
+                              "on the loss's tokens) has no equivalent in verl 0.9.1's distillation; exporting "
+                              "would train plain MOPD-PG. Export a run without it (endorsement=None)"),
+}
+"""MOPDConfig fields verl cannot carry: refused unless at their default (off)"""
+
+
+def unexportable(cfg: MOPDConfig, lora: LoraSettings) -> list[str]:
+    """Why this run cannot be exported faithfully, one message per setting ([] if it can)."""
+    why = [NOT_IN_VERL[cfg.loss]] if cfg.loss in NOT_IN_VERL else []
+    defaults = MOPDConfig()
+    why += [message(getattr(cfg, name)) for name, message in REFUSED.items()
+            if getattr(cfg, name) != getattr(defaults, name)]
+    if lora.dropout:
+        why.append(f"the student's LoRA dropout is {lora.dropout}; verl 0.9.1's LoRA has no dropout (0), so it "
+                   "would train another run. Export a student with dropout 0 (LoraSettings' default)")
+    return why
+
+
+def config_from_json(saved: dict) -> MOPDConfig:
+    """An MOPDConfig from its config.json (lists back to tuples, the UCMOPD options back to theirs)."""
+    known = {f.name for f in fields(MOPDConfig)}
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in known}
+    for name, option in (("golden_gain", GoldenGain), ("endorsement", Endorsement)):
+        if isinstance(values.get(name), dict):
+            values[name] = option(**values[name])
+    return MOPDConfig(**values)
+
+
+# ---------------------------------------------------------------------------------------------
 # the whole export
 # ---------------------------------------------------------------------------------------------
 
 
-def read_run(run: str | Path) -> tuple[MOPDConfig, dict[str, Path], LoraSettings]:
-    """The MOPD config, teacher adapters and student LoRA settings of a finished course run."""
+def read_run(run: str | Path) -> tuple[MOPDConfig, dict[str, Path | str], LoraSettings]:
+    """The MOPD config, teachers and student LoRA settings of a finished course run. Each domain's
+    teacher is the one the run was distilled from (its `teachers` map): an adapter folder of the
+    run, or BASE (the stage-1 base)."""
     run = Path(run)
     config_file = run / "student" / "config.json"
+    if not run.is_dir():
+        raise FileNotFoundError(f"no run folder at {run}: give --run runs/<experiment> (the folder that holds "
+                                "teacher_<domain>/ and student/)")
     if not config_file.exists():
         raise FileNotFoundError(f"no MOPD run at {run} ({config_file} is missing): train the student first "
                                 "(notebook 03 or train_student), or give --teacher DOMAIN=ADAPTER instead")
-    saved = json.loads(config_file.read_text())
-    known = {f.name for f in fields(MOPDConfig)}
-    cfg = MOPDConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in known})
-    teachers = {d: run / TEACHER_OF.format(d) for d in cfg.domains}
+    try:
+        cfg = config_from_json(json.loads(config_file.read_text()))
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"the student's config {config_file} is unreadable ({err}); re-run the training "
+                         "that made it") from err
+    teachers = {d: BASE if name == BASE else run / name for d, name in cfg.route.items()}
     return cfg, teachers, lora_of(run / "student")
 
 
@@ -435,15 +528,9 @@ def lora_of(adapter: Path) -> LoraSettings:
     return LoraSettings(r=c["r"], alpha=c["lora_alpha"], dropout=c.get("lora_dropout", 0.0), target_modules=targets)
 
 
-def export_verl(out: str | Path, cfg: MOPDConfig, teachers: dict[str, str | Path], lora: LoraSettings | None = None,
-                base_name: str = TINY, layout: Layout = Layout(), root: str | None = None,
-                allow_foreign: bool = False) -> dict:
-    """Write the verl export of one MOPD experiment into `out`; returns what export.json holds.
-    `root`: the folder `out` will be at on the cluster (default: `out` itself, absolute)."""
-    cfg.check()
-    lora = lora or LoraSettings()
-    if cfg.loss in NOT_IN_VERL:  # refuse before any work: never a silently different objective
-        raise ValueError(NOT_IN_VERL[cfg.loss])
+def check_teachers(cfg: MOPDConfig, teachers: dict) -> None:
+    """Every domain has exactly one teacher, and each is an adapter folder (or BASE): a clear error
+    naming the domain, the path and the fix, before anything is loaded or written."""
     missing = [d for d in cfg.domains if d not in teachers]
     if missing:
         raise ValueError(f"no teacher adapter for domain(s) {missing}: every domain in the data needs one "
@@ -451,14 +538,121 @@ def export_verl(out: str | Path, cfg: MOPDConfig, teachers: dict[str, str | Path
     extra = [d for d in teachers if d not in cfg.domains]
     if extra:
         raise ValueError(f"teacher(s) for {extra} but the experiment's domains are {list(cfg.domains)}")
+    for d, path in teachers.items():
+        if path == BASE:
+            continue
+        if not (Path(path) / "adapter_config.json").is_file():
+            routed = (cfg.teachers or {}).get(d)
+            why = (f" (the run's teachers map routes {d} to {routed!r}; a foreign teacher, on another base, has "
+                   "no folder in the run)" if routed else "")
+            raise FileNotFoundError(f"no teacher adapter for {d} at {path}{why}: adapter_config.json is missing. "
+                                    f"Train it, or give --teacher {d}=FOLDER (a folder saved by AdapterBank.save)")
+
+
+def check_out(out: Path, force: bool) -> None:
+    """`out` can be replaced by the export: not a file, empty or `force`, its parent writable."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file; give a folder for the export")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        held = sorted(f.name for f in out.iterdir())
+        raise ValueError(f"--out {out} exists and is not empty ({', '.join(held[:6])}{', ...' if len(held) > 6 else ''}); "
+                         "pass --force (force=True) to replace it whole, or give another --out")
+    parent = out.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write the export beside {out}: {parent} is not a writable folder")
+    if out.exists() and not os.access(out.parent, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot replace {out}: its folder {out.parent} is not writable")
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two folders in one atomic step (Linux renameat2 RENAME_EXCHANGE); False where the
+    system or the file system cannot."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def swap_into_place(staging: Path, out: Path) -> None:
+    """Rename the finished `staging` folder to `out`. An existing `out` is swapped with it in one
+    atomic step where the system can (then removed), so `out` is always the old export whole or the
+    new one whole; elsewhere the old one is renamed aside first (a kill between the two renames
+    leaves it whole at .<name>.old-*/)."""
+    if not out.exists():
+        os.replace(staging, out)
+    elif _exchange(staging, out):
+        shutil.rmtree(staging, ignore_errors=True)  # it now holds the old export
+    else:
+        old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
+        os.replace(out, old / out.name)
+        os.replace(staging, out)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def export_verl(out: str | Path, cfg: MOPDConfig, teachers: dict[str, str | Path], lora: LoraSettings | None = None,
+                base_name: str = TINY, layout: Layout = Layout(), root: str | None = None,
+                allow_foreign: bool = False, force: bool = False) -> dict:
+    """Write the verl export of one MOPD experiment into `out`; returns what export.json holds.
+    `root`: the folder `out` will be at on the cluster (default: `out` itself, absolute).
+    `teachers`: domain -> adapter folder, or BASE (the base itself is that domain's teacher).
+
+    All or nothing: everything is checked first (the config, each setting verl cannot carry, the
+    layout, the teachers' folders and origins, `out`), then built in a staging folder beside `out`
+    and renamed into place at the end. An existing non-empty `out` is refused unless `force`,
+    which replaces it whole; a failed or killed export leaves `out` as it was."""
+    cfg.check()
+    lora = lora or LoraSettings()
+    why = unexportable(cfg, lora)  # refuse before any work: never a silently different run
+    if why:
+        raise ValueError("; and ".join(why))
+    teachers = {d: BASE if p == BASE else Path(p) for d, p in teachers.items()}
+    check_teachers(cfg, teachers)
     actor, pool, replicas = fit(cfg, layout, len(teachers))
     out = Path(out).resolve()
+    check_out(out, force)
     at = Path(root) if root else out
     base, tokenizer = load_base(base_name, dtype=torch.float32, device="cpu")
+    check_origins(base, tokenizer, teachers, base_name, allow_foreign)
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.staging-"))
+    try:
+        info = build(staging, at, cfg, teachers, lora, base_name, base, tokenizer, layout, (actor, pool, replicas),
+                     allow_foreign)
+        share(staging)  # mkdtemp's 0o700 and safetensors' 0o600: as the umask says instead
+        swap_into_place(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return info
+
+
+def check_origins(base, tokenizer, teachers: dict, base_name: str, allow_foreign: bool) -> None:
+    """Every teacher adapter was trained on this base and tokenizer (AdapterBank's check), before any write."""
+    bank = AdapterBank(base, tokenizer)
+    for d, path in teachers.items():
+        if path == BASE:
+            continue
+        try:
+            bank._check_origin(path, allow_foreign)
+        except ValueError as err:
+            raise ValueError(f"the {d} teacher does not fit --base {base_name}: {err} On the command line: "
+                             "--allow-foreign; or give the --base it was trained on") from err
+
+
+def build(out: Path, at: Path, cfg: MOPDConfig, teachers: dict, lora: LoraSettings, base_name: str, base, tokenizer,
+          layout: Layout, split: tuple[int, int, int], allow_foreign: bool) -> dict:
+    """Every file of the export, written into `out` (the staging folder); paths in the config are under `at`."""
+    actor, pool, replicas = split
     domains = get_domains(cfg.domains)
     save_base(base, tokenizer, out / "student_base")
     diffs = {}
     for d, adapter in teachers.items():
+        if adapter == BASE:  # the stage-1 base is this domain's teacher: verl serves the student's checkpoint
+            diffs[d] = {"base": True}
+            continue
         diffs[d] = merge_teacher(base_name, adapter, out / "teachers" / d, domains, base=base,
                                  tokenizer=tokenizer, allow_foreign=allow_foreign)
     train, val = train_rows(tokenizer, cfg), val_rows(tokenizer, cfg)
@@ -467,7 +661,7 @@ def export_verl(out: str | Path, cfg: MOPDConfig, teachers: dict[str, str | Path
     atomic_write(out / "reward" / "factworld_reward.py", reward_source().encode())
     paths = {"train": at / "data" / "train.parquet", "val": at / "data" / "val.parquet",
              "student": at / "student_base", "reward": at / "reward" / "factworld_reward.py",
-             "teachers": {d: at / "teachers" / d for d in teachers}}
+             "teachers": {d: at / "student_base" if p == BASE else at / "teachers" / d for d, p in teachers.items()}}
     overrides = verl_overrides(cfg, lora, paths, layout, max_prompt_tokens(tokenizer, train + val))
     doc = {"verl_version": VERL_VERSION, "config_name": "ppo_trainer",
            "overrides": [f"{k}={hydra_value(v)}" for k, v in overrides.items()],
@@ -480,7 +674,8 @@ def export_verl(out: str | Path, cfg: MOPDConfig, teachers: dict[str, str | Path
                                        "cluster's head node, in verl's environment\nset -euo pipefail\n"
                                        + doc["command"] + ' \\\n    "$@"\n').encode())
     (out / "run_verl.sh").chmod(0o755)
-    info = {"base": base_name, "teachers": {d: str(p) for d, p in teachers.items()}, "mopd_config": asdict(cfg),
+    info = {"base": base_name, "teachers": {d: str(p) for d, p in teachers.items()},
+            "teacher_paths": {d: str(p) for d, p in paths["teachers"].items()}, "mopd_config": asdict(cfg),
             "lora": asdict(lora), "merge_check": diffs, "train_rows": len(train), "val_rows": len(val)}
     atomic_write(out / "export.json", json.dumps(info, indent=1, default=str).encode())
     return info
@@ -495,43 +690,56 @@ def write_yaml(doc: dict, path: Path) -> Path:
     return path
 
 
-def main(argv=None) -> dict:
-    p = argparse.ArgumentParser(prog="python -m mopd_mini.export", description=__doc__.split("\n")[0])
+def parser(prog: str = "python -m mopd_mini.export") -> argparse.ArgumentParser:
+    """The export's command line (`prog`: the name --help shows, e.g. "mopd-mini export")."""
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="engine", required=True)
     v = sub.add_parser("verl", help="export for verl 0.9.1 (multi-teacher on-policy distillation)")
-    v.add_argument("--run", help="a finished course run, runs/<experiment> (teacher_<domain>/ and student/)")
+    v.add_argument("--run", help="a finished course run, runs/<experiment> (its student/ and the teachers it "
+                                 "was distilled from)")
     v.add_argument("--teacher", action="append", default=[], metavar="DOMAIN=ADAPTER",
-                   help="a teacher adapter folder per domain (instead of, or on top of, --run)")
-    v.add_argument("--out", required=True, help="the export folder")
+                   help="a teacher adapter folder per domain (instead of, or on top of, --run); ADAPTER 'base': "
+                        "the base itself is that domain's teacher")
+    v.add_argument("--out", required=True, help="the export folder (built beside it, renamed into place at the end)")
+    v.add_argument("--force", action="store_true", help="replace an existing non-empty --out whole")
     v.add_argument("--base", default=TINY, help="the base the adapters were trained on (default: tiny)")
+    v.add_argument("--allow-foreign", action="store_true",
+                   help="merge teacher adapters trained on another base than --base (same shapes)")
     v.add_argument("--loss", choices=LOSSES, help="override the run's loss (only pg exists in verl)")
     v.add_argument("--gpus", type=int, default=8, help="GPUs on the node (default 8)")
     v.add_argument("--teacher-gpus", type=int, help="GPUs of the teacher pool (default: half the node)")
-    v.add_argument("--teacher-tp", type=int, default=1, help="tensor-parallel size of a teacher replica")
+    v.add_argument("--teacher-tp", type=int, default=1, help="tensor-parallel size of a teacher replica (>= 1)")
     v.add_argument("--root", help="where the export folder will be on the cluster (default: --out)")
-    args = p.parse_args(argv)
-    if args.run:
-        cfg, teachers, lora = read_run(args.run)
-    else:
-        cfg, teachers, lora = MOPDConfig(), {}, LoraSettings()
-    for item in args.teacher:
-        domain, sep, path = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--teacher takes DOMAIN=ADAPTER, got {item!r}")
-        teachers[domain] = Path(path)
-    if not args.run:
-        cfg = MOPDConfig(domains=tuple(teachers)) if teachers else cfg
-    if args.loss:
-        cfg = MOPDConfig(**{**asdict(cfg), "loss": args.loss})
-    layout = Layout(gpus=args.gpus, teacher_gpus=args.teacher_gpus, teacher_tp=args.teacher_tp)
+    return p
+
+
+def main(argv=None, prog: str = "python -m mopd_mini.export") -> dict:
+    """The command line; every user mistake is a SystemExit("export refused: ...") before any write."""
+    args = parser(prog).parse_args(argv)
     try:
-        info = export_verl(args.out, cfg, teachers, lora, args.base, layout, args.root)
-    except ValueError as err:
+        cfg, teachers, lora = read_run(args.run) if args.run else (MOPDConfig(), {}, LoraSettings())
+        for item in args.teacher:
+            domain, sep, path = item.partition("=")
+            if not sep or not domain or not path:
+                raise ValueError(f"--teacher takes DOMAIN=ADAPTER (e.g. binding=runs/course/teacher_binding), "
+                                 f"got {item!r}")
+            teachers[domain] = BASE if path == BASE else Path(path)
+        if not args.run and teachers:
+            cfg = MOPDConfig(domains=tuple(teachers))
+        if args.loss:
+            cfg = MOPDConfig(**{**asdict(cfg), "loss": args.loss})
+        layout = Layout(gpus=args.gpus, teacher_gpus=args.teacher_gpus, teacher_tp=args.teacher_tp)
+        info = export_verl(args.out, cfg, teachers, lora, args.base, layout, args.root,
+                           allow_foreign=args.allow_foreign, force=args.force)
+    except (ValueError, OSError) as err:  # FileNotFoundError, PermissionError: a path the user gave
         raise SystemExit(f"export refused: {err}") from err
     print(f"wrote {Path(args.out).resolve()}: student_base/, teachers/{{{','.join(teachers)}}}/, "
           f"data/train.parquet ({info['train_rows']} rows), data/val.parquet ({info['val_rows']} rows), "
           "reward/factworld_reward.py, verl_config.yaml, run_verl.sh, export.json")
     for d, x in info["merge_check"].items():
+        if x.get("base"):
+            print(f"teacher {d}: the base itself (served from student_base/)")
+            continue
         print(f"merged teacher {d}: max |logit - adapter logit| {x['merge_exact']:.1e} (the merge, "
               f"{x['exact_dtype']}), {x['saved']:.1e} (the saved checkpoint, {x['saved_dtype']}; "
               f"max |logit| {x['max_logit']:.1f}; the adapter model itself, {x['saved_dtype']} vs "
