@@ -39,6 +39,7 @@ import factworld  # noqa: E402
 from mopd_mini import (AdapterBank, Domain, GRPOConfig, MOPDConfig, evaluate, load_base, losses, runs,  # noqa: E402
                        teachers, train_student, train_teacher)
 from mopd_mini.adapters import ORIGIN_FILE  # noqa: E402
+from mopd_mini.merge import merge as merge_adapters  # noqa: E402
 from mopd_mini.models import QWEN3_ID, TINY_DIR, _quantization_config, tiny_config  # noqa: E402
 from mopd_mini.rollout import Prompt, generate_answers, sample  # noqa: E402
 from mopd_mini.tokenizer import build_tiny_tokenizer  # noqa: E402
@@ -46,6 +47,7 @@ from mopd_mini.tokenizer import build_tiny_tokenizer  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "reliability.md"
 BEGIN, END = "<!-- begin:bad-inputs -->", "<!-- end:bad-inputs -->"
+BEGIN_22, END_22 = "<!-- begin:bad-inputs-22 -->", "<!-- end:bad-inputs-22 -->"  # issue 22's cases (library)
 
 torch.set_num_threads(1)
 transformers.logging.set_verbosity_error()
@@ -141,7 +143,8 @@ def nonfinite(kind: str) -> dict:
 
 # the tests that cover each case, as "<file letter>:<test>" (expanded by `tests_cell`)
 TEST_FILES = {"R": "test_reliability", "T": "test_trainers", "A": "test_adapters", "L": "test_losses",
-              "M": "test_models", "F": "test_factworld", "C": "test_rollout", "N": "test_teachers"}
+              "M": "test_models", "F": "test_factworld", "C": "test_rollout", "N": "test_teachers",
+              "O": "test_no_overwrite", "X": "test_export_safety", "E": "test_export"}
 V = len(TINY[1])
 
 CASES = [
@@ -377,6 +380,186 @@ def _rollout():
 
 
 # ---------------------------------------------------------------------------------------------
+# issue 22: nothing lost, nothing silently wrong (trainers' roles, the record, merges, names, export)
+# ---------------------------------------------------------------------------------------------
+
+
+def finished(experiment: str, student_steps: int = 0) -> AdapterBank:
+    """A bank whose two teachers (and, with student_steps, a student) are finished runs of `experiment`."""
+    b = bank(False)
+    for d in ("binding", "recall"):
+        train_teacher(b, teacher(domain=d, steps=1, experiment=experiment))
+    if student_steps:
+        train_student(b, student(steps=student_steps, experiment=experiment))
+    return b
+
+
+def student_over_teacher_folder() -> None:
+    """The issue's case: a fresh process, the teacher's folder without checkpoint.pt."""
+    finished("roles")
+    (runs.RUNS_DIR / "roles" / "teacher_binding" / "checkpoint.pt").unlink()
+    b = bank(False)
+    b.load("teacher_recall", runs.RUNS_DIR / "roles" / "teacher_recall")
+    train_student(b, student(student="teacher_binding", teachers={"binding": "teacher_recall"}, experiment="roles"))
+
+
+def retrain_without_checkpoint() -> None:
+    finished("nockpt")
+    (runs.RUNS_DIR / "nockpt" / "teacher_binding" / "checkpoint.pt").unlink()
+    train_teacher(bank(False), teacher(steps=1, experiment="nockpt"))
+
+
+def fewer_steps() -> None:
+    b = finished("record", student_steps=3)
+    train_student(b, student(steps=1, experiment="record"))
+
+
+def other_teachers() -> None:
+    b = finished("record2", student_steps=2)
+    train_student(b, student(steps=2, teachers={"recall": "base"}, experiment="record2"))
+
+
+def runs_dir_a_file() -> None:
+    folder, runs.RUNS_DIR = runs.RUNS_DIR, TMP / "runs-file"
+    runs.RUNS_DIR.write_text("a file")
+    try:
+        train_teacher(bank(False), teacher())
+    finally:
+        runs.RUNS_DIR = folder
+
+
+def foreign_then_create() -> None:
+    b, other = bank(False), bank()
+    b.add_foreign("t_other", other, "teacher_binding")
+    b.create("t_other")
+
+
+def create_then_foreign() -> None:
+    b = bank()
+    b.add_foreign("teacher_binding", bank(), "teacher_binding")
+
+
+_RUN = []
+
+
+def export_run(**config) -> Path:
+    """A copy of a few-step tiny course run (trained once), its student's config.json edited."""
+    from bench.verl_export_tiny import tiny_run
+
+    if not _RUN:
+        tiny_run(TMP / "verl")  # into runs.RUNS_DIR (absolute here), not <work>/runs/
+        _RUN.append(runs.RUNS_DIR / "verl-tiny")
+    n = len(list(TMP.glob("run-*")))
+    copy_ = TMP / f"run-{n}"
+    shutil.copytree(_RUN[0], copy_)
+    path = copy_ / "student" / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **config}))
+    return copy_
+
+
+def export(*args, run: Path | None = None, out: Path | None = None) -> None:
+    from mopd_mini.export import main
+
+    main(["verl", "--run", str(run or export_run()), "--out", str(out or TMP / "out-never")] + list(args),
+         prog="mopd-mini export")
+
+
+def export_over(folder_setup) -> None:
+    out = TMP / "out-full"
+    out.mkdir(exist_ok=True)
+    folder_setup(out)
+    export(out=out)
+
+
+def export_missing_teacher() -> None:
+    run = export_run()
+    shutil.rmtree(run / "teacher_recall")
+    export(run=run)
+
+
+def export_dropout() -> None:
+    run = export_run()
+    path = run / "student" / "adapter_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "lora_dropout": 0.1}))
+    export(run=run)
+
+
+CASES_22 = [
+    ("roles", "train_student(student='teacher_binding') where runs/<exp>/teacher_binding/ holds the teacher "
+              "(no checkpoint.pt; a fresh process)", "Run.claim", ValueError,
+     "O:test_a_student_never_overwrites_a_teacher_on_disk", student_over_teacher_folder),
+    ("roles", "the same with the teacher loaded in the bank", "AdapterBank.claim", ValueError,
+     "O:test_a_student_never_overwrites_a_teacher_on_disk",
+     lambda: train_student(finished("roles2"), student(student="teacher_binding", teachers={"binding": "teacher_recall"},
+                                                      experiment="roles2"))),
+    ("roles", "train_student(student='teacher_binding') routed to itself (experiment=None)", "train_student", ValueError,
+     "O:test_a_student_named_as_its_own_teacher_is_refused_in_memory",
+     lambda: train_student(bank(), student(student="teacher_binding", experiment=None))),
+    ("roles", "train_teacher(name='student') over an MOPD student", "AdapterBank.claim", ValueError,
+     "O:test_no_trainer_trains_over_another_roles_adapter",
+     lambda: train_teacher(finished("roles3", student_steps=1), teacher(name="student", experiment="roles3"))),
+    ("roles", "merge(bank, 'teacher_binding', ...) over a teacher", "AdapterBank.claim", ValueError,
+     "O:test_no_trainer_trains_over_another_roles_adapter",
+     lambda: merge_adapters(finished("roles4", student_steps=1), "teacher_binding",
+                                                       {"student": 1.0, "teacher_recall": 1.0})),
+    ("roles", "train_teacher on its own finished folder whose checkpoint.pt is gone", "Run.claim", ValueError,
+     "O:test_an_adapter_without_a_checkpoint_is_never_retrained", retrain_without_checkpoint),
+    ("record", "a finished 3-step student re-run with steps=1", "Run.checkpoint", ValueError,
+     "O:test_a_finished_run_re_run_with_fewer_steps_is_refused_and_keeps_its_record", fewer_steps),
+    ("record", "a finished student re-run with teachers={'recall': 'base'}", "Run.checkpoint", ValueError,
+     "O:test_a_finished_run_re_run_with_fewer_steps_is_refused_and_keeps_its_record", other_teachers),
+    ("merge", "merge(bank, 'm', {'teacher_binding': nan, 'teacher_recall': 1})", "merge.merge", ValueError,
+     "O:test_merge_weights_must_be_finite_numbers",
+     lambda: merge_adapters(bank(), "m", {"teacher_binding": float("nan"),
+                                                                     "teacher_recall": 1.0})),
+    ("merge", "merge weights all 0", "merge.merge", ValueError, "O:test_merge_weights_must_be_finite_numbers",
+     lambda: merge_adapters(bank(), "m", {"teacher_binding": 0, "teacher_recall": 0.0})),
+    ("names", "GRPOConfig(experiment='')", "runs.check_experiment", ValueError,
+     "O:test_run_folders_cannot_be_empty_or_escape_runs", lambda: train_teacher(bank(False), teacher(experiment=""))),
+    ("names", "GRPOConfig(experiment='../escaped')", "runs.check_experiment", ValueError,
+     "O:test_run_folders_cannot_be_empty_or_escape_runs",
+     lambda: train_teacher(bank(False), teacher(experiment="../escaped"))),
+    ("names", "GRPOConfig(name='../t')", "adapters.check_adapter_name", ValueError,
+     "O:test_adapter_names_cannot_escape_their_folder", lambda: train_teacher(bank(False), teacher(name="../t"))),
+    ("names", "runs/ is a file (a runs folder that cannot be made)", "runs.writable (before any compute)", ValueError,
+     "O:test_a_runs_folder_that_cannot_be_made_fails_before_any_compute", runs_dir_a_file),
+    ("foreign", "bank.add_foreign('t_other', ...), then bank.create('t_other')", "AdapterBank._add", ValueError,
+     "O:test_a_foreign_teachers_name_and_an_adapters_cannot_collide", foreign_then_create),
+    ("foreign", "bank.create('teacher_binding'), then bank.add_foreign('teacher_binding', ...)",
+     "AdapterBank.add_foreign", ValueError, "O:test_a_foreign_teachers_name_and_an_adapters_cannot_collide",
+     create_then_foreign),
+    ("export", "export --out a non-empty folder (no --force)", "export.check_out", SystemExit,
+     "X:test_a_non_empty_out_is_refused_and_force_replaces_it_whole",
+     lambda: export_over(lambda out: (out / "export.json").write_text("{}"))),
+    ("export", "export --out a file", "export.check_out", SystemExit, "X:test_out_that_is_a_file_or_read_only_is_refused",
+     lambda: (TMP / "a-file").write_text("x") and export(out=TMP / "a-file")),
+    ("export", "export --run of a run missing a teacher", "export.check_teachers", SystemExit,
+     "X:test_a_run_missing_a_teacher_is_named", export_missing_teacher),
+    ("export", "export --teacher binding=/nonexistent", "export.check_teachers", SystemExit,
+     "X:test_export_mistakes_are_one_line_before_any_write", lambda: export("--teacher", "binding=/nonexistent")),
+    ("export", "export --teacher binding (no =)", "export.main", SystemExit,
+     "X:test_export_mistakes_are_one_line_before_any_write", lambda: export("--teacher", "binding")),
+    ("export", "export --teacher-tp 0", "export.Layout.check", SystemExit,
+     "X:test_export_mistakes_are_one_line_before_any_write", lambda: export("--teacher-tp", "0")),
+    ("export", "export --base tiny-other (teachers of the tiny base)", "export.check_origins", SystemExit,
+     "X:test_export_mistakes_are_one_line_before_any_write", lambda: export("--base", "tiny-other")),
+    ("export", "export --run of a golden-gain run", "export.unexportable", SystemExit,
+     "X:test_settings_verl_cannot_carry_are_refused_by_name",
+     lambda: export(run=export_run(golden_gain={"samples": 3, "temperature": 1.5, "top_p": 0.9,
+                                                "importance_cap": None}))),
+    ("export", "export --run of an endorsement run", "export.unexportable", SystemExit,
+     "X:test_settings_verl_cannot_carry_are_refused_by_name", lambda: export(run=export_run(endorsement={"seed": 0}))),
+    ("export", "export --run of a student with init_from", "export.unexportable", SystemExit,
+     "X:test_settings_verl_cannot_carry_are_refused_by_name", lambda: export(run=export_run(init_from="student_r1"))),
+    ("export", "export --run whose teachers map names a foreign teacher", "export.check_teachers", SystemExit,
+     "X:test_a_foreign_teacher_in_the_map_is_refused_by_name",
+     lambda: export(run=export_run(teachers={"binding": "teacher_binding_other"}))),
+    ("export", "export --run of a student with LoRA dropout 0.1", "export.unexportable", SystemExit,
+     "X:test_a_student_lora_dropout_is_refused", export_dropout),
+]
+
+
+# ---------------------------------------------------------------------------------------------
 # run them, write the table
 # ---------------------------------------------------------------------------------------------
 
@@ -392,7 +575,7 @@ def trigger(expected, call) -> tuple[str, str]:
     """(exception type, message) of call(); raises if the type is not the expected one."""
     try:
         result = call()
-    except Exception as err:  # noqa: BLE001: recording every error is the point
+    except (Exception, SystemExit) as err:  # noqa: BLE001: recording every error is the point (the CLI's too)
         if expected is None or not isinstance(err, expected):
             raise AssertionError(f"expected {expected}, got {type(err).__name__}: {err}") from err
         return type(err).__name__, str(err)
@@ -406,9 +589,9 @@ def tests_cell(spec: str) -> str:
     return "<br>".join(f"`{TEST_FILES[f]}::{name}`" for f, name in (t.split(":") for t in spec.split()))
 
 
-def table() -> str:
+def table(cases=CASES) -> str:
     lines = ["| | bad input | caught in | exception | message | tests |", "| --- | --- | --- | --- | --- | --- |"]
-    for i, (group, what, where, expected, tests, call) in enumerate(CASES, 1):
+    for i, (group, what, where, expected, tests, call) in enumerate(cases, 1):
         kind, message = trigger(expected, call)
         lines.append(f"| {i} | {cell(what)} | `{where}` | `{kind}` | {cell(message)} | {tests_cell(tests)} |")
         print(f"{i:3d} {group:13} {what[:60]:60} {kind}", file=sys.stderr)
@@ -419,15 +602,16 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--print", action="store_true", help="print the table only; leave docs/ alone")
     args = p.parse_args(argv)
-    body = table()
-    print(body)
-    if not args.print:
-        text = DOC.read_text()
-        if BEGIN not in text or END not in text:
-            raise SystemExit(f"{DOC} lacks the markers {BEGIN} ... {END}")
-        head, rest = text.split(BEGIN, 1)
-        DOC.write_text(f"{head}{BEGIN}\n{body}\n{END}{rest.split(END, 1)[1]}")
-        print(f"\nwrote the table ({len(CASES)} bad inputs) into {DOC.relative_to(ROOT)}", file=sys.stderr)
+    for cases, begin, end in ((CASES, BEGIN, END), (CASES_22, BEGIN_22, END_22)):
+        body = table(cases)
+        print(body)
+        if not args.print:
+            text = DOC.read_text()
+            if begin not in text or end not in text:
+                raise SystemExit(f"{DOC} lacks the markers {begin} ... {end}")
+            head, rest = text.split(begin, 1)
+            DOC.write_text(f"{head}{begin}\n{body}\n{end}{rest.split(end, 1)[1]}")
+            print(f"\nwrote the table ({len(cases)} bad inputs) into {DOC.relative_to(ROOT)}", file=sys.stderr)
 
 
 if __name__ == "__main__":
