@@ -345,10 +345,10 @@ CASES = [
      "M:test_quantize_of_the_tiny_model_is_refused",
      lambda: load_base("tiny", quantize="4bit")),
     # checkpoints
-    ("checkpoints", "checkpoint.pt is garbage", "Run.resume", ValueError,
+    ("checkpoints", "checkpoint.pt is garbage", "Run.checkpoint (in Run.open, before any work)", ValueError,
      "R:test_unreadable_checkpoint_says_delete_it",
      lambda: (checkpoint_folder(b"junk"), train_teacher(bank(False), teacher()))),
-    ("checkpoints", "the same experiment re-run with another lr", "Run.resume", ValueError,
+    ("checkpoints", "the same experiment re-run with another lr", "Run.checkpoint (in Run.open, before any work)", ValueError,
      "R:test_resuming_with_another_config_is_refused", other_config),
 ]
 
@@ -531,7 +531,7 @@ CASES_22 = [
     ("export", "export --out a non-empty folder (no --force)", "export.check_out", SystemExit,
      "X:test_a_non_empty_out_is_refused_and_force_replaces_it_whole",
      lambda: export_over(lambda out: (out / "export.json").write_text("{}"))),
-    ("export", "export --out a file", "export.check_out", SystemExit, "X:test_out_that_is_a_file_or_read_only_is_refused",
+    ("export", "export --out a file", "export.check_out", SystemExit, "X:test_out_that_is_a_file_is_refused",
      lambda: (TMP / "a-file").write_text("x") and export(out=TMP / "a-file")),
     ("export", "export --run of a run missing a teacher", "export.check_teachers", SystemExit,
      "X:test_a_run_missing_a_teacher_is_named", export_missing_teacher),

@@ -10,6 +10,13 @@
 Every file is written to a temporary name and renamed into place, so a run killed at any moment
 (even during a save) leaves the previous checkpoint loadable, and resuming replays the exact
 same steps: an interrupted run ends with the same weights and metrics as an uninterrupted one.
+
+Nothing is overwritten that the run does not own. `Run.open`, before any work: the experiment and
+adapter names must name a folder inside RUNS_DIR; a folder that holds an adapter of another role
+(another trainer's, a merge, one no trainer made) or a trained adapter without checkpoint.pt is
+refused; the checkpoint must have this config (the difference is named) and at most this many
+steps. A finished run re-run with its config reloads and rewrites nothing: config.json changes only
+when a run with that config trains.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from dataclasses import fields
@@ -81,6 +82,10 @@ def test_a_non_empty_out_is_refused_and_force_replaces_it_whole(run, exported_a,
     assert digest(out) == before
     main(["verl", "--run", str(run), "--out", str(out), "--force"] + swapped(run))
     assert not (out / "teachers" / "math").exists()  # replaced whole: nothing stale is kept
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~umask  # not mkdtemp's 0o700
+    assert stat.S_IMODE((out / "teachers" / "binding" / "model.safetensors").stat().st_mode) == 0o666 & ~umask
     after = digest(out)
     assert after["teachers/binding/model.safetensors"] == before["teachers/recall/model.safetensors"]
     assert leftovers(tmp_path, "out") == []
@@ -273,16 +278,20 @@ def test_a_run_missing_a_teacher_is_named(run, tmp_path):
         main(["verl", "--run", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out")])
 
 
-def test_out_that_is_a_file_or_read_only_is_refused(run, tmp_path):
+def test_out_that_is_a_file_is_refused(run, tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(SystemExit, match=r"--out .*file is a file; give a folder"):
         main(["verl", "--run", str(run), "--out", str(tmp_path / "file")])
-    if os.geteuid() == 0:
-        pytest.skip("root writes anywhere: the read-only case needs another user")
+
+def test_a_read_only_parent_of_out_is_refused_before_any_write(run, tmp_path, monkeypatch):
+    """os.access is patched for the folder: the tests run as root, who writes anywhere."""
     locked = tmp_path / "locked"
-    locked.mkdir(mode=0o555)
-    with pytest.raises(SystemExit, match=r"cannot write the export beside .* is not a writable folder"):
+    locked.mkdir()
+    real = os.access
+    monkeypatch.setattr(export.os, "access", lambda p, mode: Path(p) != locked and real(p, mode))
+    with pytest.raises(SystemExit, match=r"cannot write the export beside .*locked/out: .*locked is not a writable"):
         main(["verl", "--run", str(run), "--out", str(locked / "out")])
+    assert list(locked.iterdir()) == []
 
 
 def test_help_names_the_program_it_was_called_as(capsys):

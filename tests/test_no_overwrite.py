@@ -218,3 +218,17 @@ def test_collect_cache_and_offline_student_respect_roles(bank, runs_dir):
         train_offline(bank, cfg)
     assert not (runs_dir / "x" / "collect").exists()
     train_offline(bank, cfg.__class__(**{**cfg.__dict__, "name": "rft"}), collect(bank, cfg))
+
+
+def test_an_unreadable_adapter_says_so_and_never_advises_deleting_it(bank, tmp_path, monkeypatch):
+    """Another user's adapter that this one cannot read: the cause, and a fix that keeps the data
+    (os.access is patched: the tests run as root, who reads anything)."""
+    bank.create("t")
+    bank.save("t", tmp_path / "t")
+    real = os.access
+    monkeypatch.setattr("mopd_mini.adapters.os.access",
+                        lambda p, mode: not str(p).endswith(".safetensors") and real(p, mode))
+    with pytest.raises(PermissionError, match=r"this user cannot read \['adapter_model.safetensors'\]; ask its "
+                                              r"owner to make it readable \(chmod -R g\+rX") as err:
+        bank.load("u", tmp_path / "t")
+    assert "Delete" not in str(err.value) and "u" not in bank.names
