@@ -172,7 +172,8 @@ class Run:
         try:
             state = torch.load(path, weights_only=False)
         except Exception as err:
-            raise ValueError(f"the checkpoint {path} is unreadable ({err}); delete it to start over") from err
+            raise ValueError(f"the checkpoint {path} is unreadable ({err}); if that folder is this run's, delete "
+                             "it to start over; else give this run another name or experiment") from err
         self.check_role(role_of_config(state.get("config")), role_of_config(self.config))
         saved, now = _comparable(state["config"]), _comparable(self.config)
         if saved != now:

@@ -172,6 +172,18 @@ def test_a_runs_folder_that_cannot_be_made_fails_before_any_compute(bank, runs_d
     assert calls == []
 
 
+def test_a_read_only_runs_folder_fails_before_any_compute(bank, runs_dir, monkeypatch):
+    """os.access is patched for runs/: the tests run as root, who writes anywhere."""
+    runs_dir.mkdir(parents=True)
+    real, calls = os.access, []
+    monkeypatch.setattr("mopd_mini.runs.os.access", lambda p, mode: p != runs_dir and real(p, mode))
+    monkeypatch.setattr("mopd_mini.grpo.sample", lambda *a, **k: calls.append(1))
+    with pytest.raises(ValueError, match=r"cannot write the run folder .*runs/x/teacher_binding: .*runs is not "
+                                         r"writable by this user.*experiment=None"):
+        train_teacher(bank, teacher())
+    assert calls == [] and list(runs_dir.iterdir()) == []
+
+
 # ------------------------------------------------------------------------------ item 7: foreign names
 
 def test_a_foreign_teachers_name_and_an_adapters_cannot_collide(bank, tok):
