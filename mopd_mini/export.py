@@ -68,7 +68,6 @@ from .adapters import BASE, AdapterBank, LoraSettings, atomic_write, share
 from .distill import LOSSES, MOPDConfig
 from .ucmopd import Endorsement, GoldenGain
 from .domains import get_domains
-from .evaluate import TEACHER_OF
 from .models import TINY, load_base
 from .rollout import chat_prompt
 from .tokenizer import INSTRUCTION, is_tiny

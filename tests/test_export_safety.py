@@ -21,7 +21,7 @@ from bench.verl_export_tiny import tiny_run
 from mopd_mini import MOPDConfig, get_domains
 from mopd_mini import export
 from mopd_mini.adapters import BASE
-from mopd_mini.export import CARRIED, NO_EFFECT, REFUSED, export_verl, main, read_run
+from mopd_mini.export import CARRIED, NO_EFFECT, REFUSED, main, read_run
 
 pytest.importorskip("pyarrow")
 yaml = pytest.importorskip("yaml")

@@ -4,14 +4,13 @@ re-run with other settings is refused with the difference named and its record i
 merge weights are finite; run folders cannot be empty or escape runs/; a foreign teacher's name
 and an adapter's cannot collide; and every file is group-readable as the umask says."""
 
+import copy
 import json
 import os
 import stat
 
 import pytest
 import torch
-
-import copy
 
 from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, load_base, runs, train_student, train_teacher
 from mopd_mini.adapters import atomic_write, check_adapter_name
