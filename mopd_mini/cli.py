@@ -260,10 +260,11 @@ def _show(value) -> str:
 
 
 def add_config_flags(parser: argparse.ArgumentParser, config_cls, *, title: str | None = None,
-                     overrides: dict[str, dict] | None = None) -> argparse._ArgumentGroup:
+                     overrides: dict[str, dict] | None = None, skip: tuple[str, ...] = ()) -> argparse._ArgumentGroup:
     """One flag per field of the dataclass `config_cls`: `--field-name`, parsed by the field's type,
     with the field's docstring as help. Flags not given are left out of the namespace (their
-    value is the preset's). `overrides` {field: add_argument keywords} adjusts single flags."""
+    value is the preset's). `overrides` {field: add_argument keywords} adjusts single flags;
+    the fields in `skip` get no flag (the command sets them)."""
     group = parser.add_argument_group(
         title or f"{config_cls.__name__} (one flag per field)",
         "A [default] is the class's (the tiny preset); --model other than tiny and MOPD_FAST=1 change "
@@ -271,7 +272,7 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls, *, title: str 
         else None)
     docs, hints = field_docs(config_cls), typing.get_type_hints(config_cls)
     for f in dataclasses.fields(config_cls):
-        if not f.init:
+        if not f.init or f.name in skip:
             continue
         spec = flag_spec(hints[f.name])
         default = _field_default(f)
@@ -770,7 +771,7 @@ def _cascade_parser(t) -> None:
 
     _common(t, reads=True)
     add_config_flags(t, GRPOConfig, overrides={
-        "domain": dict(type=str, metavar="DOMAIN", required=True, help="the second stage's domain"),
+        "domain": dict(nargs=None, type=str, metavar="DOMAIN", required=True, help="the second stage's domain"),
         "init_from": dict(type=str, metavar="ADAPTER", required=True, help="the first stage: an adapter in "
                           "runs/<from-experiment>/ (e.g. teacher_binding), copied, then trained on --domain"),
         "name": dict(help="the adapter's name [default: cascade_<first domain>_<domain>]"),
