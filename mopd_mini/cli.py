@@ -436,20 +436,50 @@ def check_writable(experiment: str | None) -> None:
                          "writable --runs-dir (or another --experiment)") from None
 
 
-def check_output(folder: Path, name: str, inputs: tuple[str, ...] = (), force: bool = False) -> None:
-    """The adapter a command writes may not be one it reads, nor an adapter in the folder that no
-    resumable run of this name owns (a teacher copied in, a merge, ...) unless `force` (merge)."""
+ROLES = {"group_size": "a GRPO run (teachers, mix-rl, cascade)", "student": "a MOPD student (distill)",
+         "samples_per_prompt": "an offline student (rft, soft-labels)"}
+"""a key only that trainer's config.json has: the role of a run folder"""
+
+
+def _role(there: Path) -> str | None:
+    import json
+
+    try:
+        config = json.loads((there / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return next((role for key, role in ROLES.items() if isinstance(config, dict) and key in config), None)
+
+
+def check_output(folder: Path, name: str, inputs: tuple[str, ...] = (), force: bool = False,
+                 role: str | None = None, teacher: bool = False) -> None:
+    """The adapter a command writes may not be one it reads, a teacher's (teacher_<domain>, unless
+    the command trains teachers), an adapter that no resumable run owns (a teacher copied in, a
+    merge, ...; unless `force`, for merge), nor a run of another trainer than `role`."""
+    from . import DOMAINS
+    from .evaluate import TEACHER_OF
+
     if name in inputs:
         raise ValueError(f"{name!r} is both an input of this command and the adapter it writes; give "
                          "the output another name (--name, --student)")
+    if not teacher and name in {TEACHER_OF.format(d) for d in DOMAINS}:
+        raise ValueError(f"{name!r} is a teacher's name: only `mopd-mini teachers` trains teacher_<domain>; "
+                         "give the output another name (--name, --student)")
     there = folder / name
-    if (there / "adapter_config.json").exists() and not (there / "checkpoint.pt").exists() and not force:
+    if not (there / "adapter_config.json").exists():
+        return
+    if not (there / "checkpoint.pt").exists() and not force:
         raise ValueError(f"{there} already holds an adapter that is not a training run of this command "
                          "(no checkpoint.pt: a teacher, a merge or a copied adapter); give the output "
                          "another name, or delete that folder if it is really not needed")
+    found = _role(there)
+    if role is not None and found is not None and found != role:
+        raise ValueError(f"{there} holds {found}, and this command trains {role}; give the output another "
+                         "name (--name, --student): the folder is kept as it is")
 
 
-def prepare(args, experiment: str | None, writes: tuple[str, ...] = (), reads: tuple[str, ...] = ()) -> Path:
+def prepare(args, experiment: str | None, writes: tuple[str, ...] = (), reads: tuple[str, ...] = (),
+            role: str | None = None) -> Path:
     """Everything checked before the base loads: names, the adapters read (in the --from-experiment
     folder), the one written, the device, the model and the run folder. Returns the folder read from."""
     from .adapters import BASE
@@ -473,7 +503,8 @@ def prepare(args, experiment: str | None, writes: tuple[str, ...] = (), reads: t
                          "check --runs-dir, --experiment and --from-experiment")
     if experiment is not None:
         for name in writes:
-            check_output(_run_folder(experiment), name, reads, getattr(args, "force", False))
+            check_output(_run_folder(experiment), name, reads, getattr(args, "force", False), role,
+                         teacher=args.command == "teachers")
     check_device(args.device)
     check_model(args.model)
     check_writable(experiment if writes else None)
@@ -520,7 +551,8 @@ def _grpo(args, configs: list) -> int:
 
     experiment = configs[0].experiment
     inputs = tuple(c.init_from for c in configs if c.init_from)
-    folder = prepare(args, experiment, writes=tuple(c.adapter for c in configs), reads=inputs)
+    folder = prepare(args, experiment, writes=tuple(c.adapter for c in configs), reads=inputs,
+                     role=ROLES["group_size"])
     bank = _bank(args, folder, inputs)
     for cfg in configs:
         _report(cfg.adapter, train_teacher(bank, cfg))
@@ -586,7 +618,7 @@ def cmd_distill(args) -> int:
     if cfg.experiment is None:
         raise ValueError("distill loads its teachers from runs/<experiment>/: give --experiment a name")
     inputs = (*cfg.route.values(), *([cfg.init_from] if cfg.init_from else []))
-    folder = prepare(args, cfg.experiment, writes=(cfg.student,), reads=inputs)
+    folder = prepare(args, cfg.experiment, writes=(cfg.student,), reads=inputs, role=ROLES["student"])
     run = train_student(_bank(args, folder, inputs), cfg)
     _report(cfg.student, run)
     print(f"next: mopd-mini evaluate --experiment {cfg.experiment}" + (
@@ -600,7 +632,7 @@ def cmd_offline(args) -> int:
 
     cfg = config_from_args(OfflineConfig, args, args.model, loss=args.offline_loss)
     inputs = tuple(cfg.route.values())
-    folder = prepare(args, cfg.experiment, writes=(cfg.adapter,), reads=inputs)
+    folder = prepare(args, cfg.experiment, writes=(cfg.adapter,), reads=inputs, role=ROLES["samples_per_prompt"])
     bank = _bank(args, folder, inputs)
     data = collect(bank, cfg)
     counts = ", ".join(f"{d} {c['correct']}/{c['sampled']}" for d, c in data.counts().items())
@@ -633,6 +665,8 @@ def cmd_merge(args) -> int:
     weights = dict(args.weights)
     if len(weights) < len(args.weights):
         raise ValueError(f"--weights names an adapter twice: {[w for w, _ in args.weights]}")
+    if len(weights) < 2:
+        raise ValueError(f"merge needs at least two adapters in --weights, got {list(weights)}")
     name = args.name or f"merge_{args.how}"
     for adapter in weights:
         check_name("--weights", adapter, adapter=True)
