@@ -17,6 +17,8 @@ The names below are imported on first use (PEP 562), so `import mopd_mini.cli` a
 `mopd-mini --help` do not import torch; `mopd_mini.X` and `from mopd_mini import X` work as usual.
 """
 
+import sys
+import types
 import warnings
 
 # peft 0.21 reads transformers' deprecated `is_gradient_checkpointing` alias whenever an adapter is
@@ -59,3 +61,17 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """The package module: `mopd_mini.evaluate` is the function `evaluate`, as with the eager imports
+    this package used to do, even when the submodule mopd_mini.evaluate is imported first (the
+    import system binds a submodule on its package; that one binding is skipped)."""
+
+    def __setattr__(self, name, value):
+        if name == "evaluate" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -239,3 +239,14 @@ def test_top_level_help_imports_no_torch():
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     assert "mix-rl" in done.stdout and "torch imported: False" in done.stdout
+
+
+def test_the_lazy_package_keeps_its_names():
+    """mopd_mini imports its names on first use (for the fast --help); `mopd_mini.evaluate` stays the
+    function even when the submodule is imported first, and `from mopd_mini import *` gives every name."""
+    code = ("import types, mopd_mini.evaluate, mopd_mini\nassert isinstance(mopd_mini.evaluate, types.FunctionType)\n"
+            "ns = {}\nexec('from mopd_mini import *', ns)\nassert set(mopd_mini.__all__) <= set(ns)\n"
+            "assert ns['evaluate'] is mopd_mini.evaluate and isinstance(mopd_mini.cost, types.ModuleType)\nprint('ok')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
