@@ -12,26 +12,66 @@ teacher, minimising the per-token reverse KL. The tree reads as the pipeline:
     grpo, distill       stage 2 (teachers) and stage 3 (MOPD)       train_teacher, train_student
     evaluate            accuracy, floors, the normalised score      evaluate, normalised_scores
     offline, cost       RFT / soft-label baselines; what runs cost  train_offline, collect, cost
+
+The names below are imported on first use (PEP 562), so `import mopd_mini.cli` and
+`mopd-mini --help` do not import torch; `mopd_mini.X` and `from mopd_mini import X` work as usual.
 """
 
+import sys
+import types
 import warnings
 
 # peft 0.21 reads transformers' deprecated `is_gradient_checkpointing` alias whenever an adapter is
 # created, which would print a FutureWarning in every notebook cell that makes one.
 warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 
-from . import losses  # noqa: E402
-from .adapters import BASE, AdapterBank, LoraSettings  # noqa: E402
-from .distill import MOPDConfig, train_student  # noqa: E402
-from .domains import DOMAINS, Domain, get_domains  # noqa: E402
-from .evaluate import evaluate, format_scores, format_table, normalised_scores  # noqa: E402
-from .grpo import GRPOConfig, train_teacher  # noqa: E402
-from .models import QWEN3_ID, QWEN3_RANDOM, TINY, load_base  # noqa: E402
-from .rollout import generate_answers, sample  # noqa: E402
-from . import cost  # noqa: E402
-from .offline import OfflineConfig, collect, train_offline  # noqa: E402
-
 __all__ = ["load_base", "generate_answers", "sample", "AdapterBank", "LoraSettings", "BASE", "GRPOConfig",
            "train_teacher", "MOPDConfig", "train_student", "evaluate", "normalised_scores", "format_table",
            "format_scores", "Domain", "DOMAINS", "get_domains", "losses", "TINY", "QWEN3_ID", "QWEN3_RANDOM"]
 __all__ += ["OfflineConfig", "collect", "train_offline", "cost"]
+
+
+def _load_all() -> None:
+    """The package's names, all at once (the first time any is asked for)."""
+    global losses, cost, BASE, AdapterBank, LoraSettings, MOPDConfig, train_student, DOMAINS, Domain
+    global get_domains, evaluate, format_scores, format_table, normalised_scores, GRPOConfig, train_teacher
+    global QWEN3_ID, QWEN3_RANDOM, TINY, load_base, generate_answers, sample, OfflineConfig, collect, train_offline
+    from . import losses
+    from .adapters import BASE, AdapterBank, LoraSettings
+    from .distill import MOPDConfig, train_student
+    from .domains import DOMAINS, Domain, get_domains
+    from .evaluate import evaluate, format_scores, format_table, normalised_scores  # the function, not the module
+    from .grpo import GRPOConfig, train_teacher
+    from .models import QWEN3_ID, QWEN3_RANDOM, TINY, load_base
+    from .rollout import generate_answers, sample
+    from . import cost
+    from .offline import OfflineConfig, collect, train_offline
+
+
+def __getattr__(name: str):
+    if name in ("losses", "cost"):  # submodules: import just that one (as `from . import cost` inside the package)
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    if name in __all__:
+        _load_all()
+        return globals()[name]
+    raise AttributeError(f"module 'mopd_mini' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """The package module: `mopd_mini.evaluate` is the function `evaluate`, as with the eager imports
+    this package used to do, even when the submodule mopd_mini.evaluate is imported first (the
+    import system binds a submodule on its package; that one binding is skipped)."""
+
+    def __setattr__(self, name, value):
+        if name == "evaluate" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
