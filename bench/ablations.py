@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -30,6 +31,8 @@ import mopd_mini as mm  # noqa: E402
 from mopd_mini import ablations as ab  # noqa: E402
 from mopd_mini import plots  # noqa: E402
 from mopd_mini.adapters import atomic_write  # noqa: E402
+
+from mopd_mini import stats  # noqa: E402
 
 from .common import command, in_processes, machine_line  # noqa: E402
 
@@ -155,18 +158,29 @@ def run(args, write=None) -> dict:
     return results
 
 
-def report(results: dict, summary: dict, cmd: str, machine: str) -> str:
+def paired_line(p: dict, what: str) -> str:
+    """One sentence: a paired per-seed difference, its 95% t-interval and the verdict."""
+    if p["n"] < 2:
+        return f"{what}: {stats.interval_text(p, 2)} ({p['n']} seed: no interval)."
+    verdict = "resolved" if p["resolved"] else "not resolved (the interval includes 0)"
+    return (f"{what}: **{stats.interval_text(p, 2)}** (95% t-interval over {p['n']} seeds, per seed "
+            + ", ".join(f"{d:+.2f}" for d in p["per_seed"]) + f"): {verdict}.")
+
+
+def report(results: dict, summary: dict, cmd: str, machine: str, date: str | None = None) -> str:
     st = results["settings"]
     lines = ["# Ablations: a teacher of another origin, multi-round MOPD, UCMOPD", "",
              "Every number on this page was written by one command, on the machine below:", "",
              "```bash", cmd, "```", "",
-             f"Machine: {machine}. Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. "
+             f"Machine: {machine}. Date: {date or time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. "
              f"Test prompts per domain and length: {results['table']['n']}. Students: `MOPDConfig.for_model(\"tiny\")` "
              f"with {st['steps']} steps (the course's notebook 03: 300; in-run evaluation every {st['eval_every']} steps on "
              f"{st['eval_n']} prompts per length); round-1 teachers: `GRPOConfig.for_model(\"tiny\")` (200 steps, seed 0, "
              "as notebook 02); the studies are the functions of "
              "`mopd_mini/ablations.py`. Accuracy: greedy, relaxed match, test split, mean over the domain's "
-             "evaluation lengths (binding 16/24/32, recall 16/24). Mean ± population std over the seeds shown.", "",
+             "evaluation lengths (binding 16/24/32, recall 16/24). Mean ± sample std (ddof = 1) over the seeds shown; "
+             "differences are paired by seed with a 95% t-interval (`mopd_mini.stats.paired`), resolved only when it "
+             "excludes 0.", "",
              f"Base: binding {summary['base']['binding']:.2f}, recall {summary['base']['recall']:.2f}. "
              f"Round-1 teachers (seed 0, shared by every student): binding {summary['teachers']['binding']:.2f}, "
              f"recall {summary['teachers']['recall']:.2f}.", ""]
@@ -205,6 +219,8 @@ def report(results: dict, summary: dict, cmd: str, machine: str) -> str:
                   "Per-seed final binding accuracy: " + "; ".join(
                       f"{loss} {kind} " + ", ".join(f"{v:.2f}" for v in row[kind]['per_seed_binding'])
                       for loss, row in o["losses"].items() for kind in ("same", "other")) + ".", "",
+                  *[paired_line(row["paired_binding"], f"Final binding, other origin minus same origin ({loss})")
+                    for loss, row in o["losses"].items() if "paired_binding" in row], "",
                   "![origin curves](figures/ablation_origin_curves.png)", ""]
     if "rounds" in summary and summary["rounds"]["rows"]:
         r = summary["rounds"]
@@ -221,6 +237,13 @@ def report(results: dict, summary: dict, cmd: str, machine: str) -> str:
             lines.append(f"| {label} | {cell(row['binding'])} | {cell(row['recall'])} | **{cell(row['mean'])}** | "
                          + ", ".join(f"{v:.2f}" for v in row["per_seed"]) + f" | {r['paper'].get(label, '')} |")
         lines += ["", f"Seeds {', '.join(r['seeds'])}; seed s's round 2 starts from seed s's round-1 student.", "",
+                  *[paired_line(p, f"{label} minus round-1 student (mean normalised)") for label, p in r.get("paired", {}).items()
+                    if "student" in label],
+                  "",
+                  f"**What this cannot separate.** The round-2 student from the round-1 student has had {st['steps']} "
+                  f"more distillation steps than the round-1 student ({2 * st['steps']} in all), and its teachers "
+                  f"{st['teacher_steps']} more GRPO steps each; no round-1 student trained {2 * st['steps']} steps was "
+                  "run, so a gain here is the second round AND the extra steps together, not the second round alone.", "",
                   "![rounds](figures/ablation_rounds.png)", ""]
     if "ucmopd" in summary and summary["ucmopd"]["settings"]:
         u = summary["ucmopd"]
@@ -243,7 +266,14 @@ def report(results: dict, summary: dict, cmd: str, machine: str) -> str:
                              f"{cell(c['normalised']['binding'])} | {cell(c['normalised']['recall'])} | "
                              f"{cell(c['binding_gained'], signed=True)} | {cell(c['recall_kept'], signed=True)} | "
                              f"{kept} | {masked} |")
-        lines += ["", f"Seeds {', '.join(u['seeds'])}. Kept / masked: means over the run's steps of `gg_kept/<domain>` "
+        lines += ["", *[paired_line(p, f"UCMOPD minus MOPD, mean normalised, {setting}")
+                        for setting, p in u.get("paired", {}).items()], "",
+                  "**What this setting cannot test.** UCMOPD's claim is that it recovers general ability in a student "
+                  "that LOST it while specialising. Here every student starts from the base, which is also the \"general\" "
+                  "teacher of the preservation setting, so there is nothing to recover; UCMOPD draws 4 rollouts per "
+                  "prompt against plain MOPD's 1, and no MOPD run with UCMOPD's rollout budget was made. A level result "
+                  "here says nothing for or against UCMOPD in its own setting.", "",
+                  f"Seeds {', '.join(u['seeds'])}. Kept / masked: means over the run's steps of `gg_kept/<domain>` "
                   "(share of exploration samples whose positive-advantage density reached the anchor's) and "
                   "`tef_masked/<domain>` (share of the loss's tokens the endorsement mask dropped).", "",
                   "![ucmopd](figures/ablation_ucmopd.png)", ""]
@@ -251,6 +281,38 @@ def report(results: dict, summary: dict, cmd: str, machine: str) -> str:
     lines += [f"| {k} | {v:.0f} |" for k, v in results["seconds"].items()]
     lines += ["", "Runs that already existed in runs/ablations/ were reloaded, not retrained: their time is the reload.", ""]
     return "\n".join(lines)
+
+
+def write_report(results: dict, cmd: str, machine: str, date: str, write: bool = True) -> tuple[dict, str]:
+    """The summary and the page from the results; with `write`, docs/ablations.md, .json and the figures."""
+    summary = ab.summarise(results)
+    text = report(results, summary, cmd, machine, date)
+    page = DOCS / "ablations.md"
+    if page.exists():  # the hand-written reading of the tables is kept across re-renders
+        found = re.search(r"^## Reading the numbers.*?(?=^## )", page.read_text(), re.S | re.M)
+        if found:
+            text = text.replace("## Wall time\n", found.group(0) + "## Wall time\n", 1)
+    if write:
+        (DOCS / "figures").mkdir(parents=True, exist_ok=True)
+        figures(results, summary, DOCS / "figures")
+        atomic_write(DOCS / "ablations.json", json.dumps({"command": cmd, "machine": machine, "date": date, **results,
+                                                          "summary": summary}, indent=1, default=str).encode())
+        atomic_write(DOCS / "ablations.md", text.encode())
+    return summary, text
+
+
+def render(path: Path, write: bool = True) -> tuple[dict, dict]:
+    """The page again from a saved ablations.json, with today's summary code (nothing is trained).
+    The runs' date is the JSON's (older files have none: it is read from the page they wrote)."""
+    saved = json.loads(path.read_text())
+    cmd, machine, date = saved.pop("command"), saved.pop("machine"), saved.pop("date", None)
+    saved.pop("summary", None)
+    if date is None and (DOCS / "ablations.md").exists():
+        found = re.search(r"Date: ([0-9-]+ [0-9:]+ UTC)", (DOCS / "ablations.md").read_text())
+        date = found.group(1) if found else None
+    summary, text = write_report(saved, cmd, machine, date or "unknown", write=write)
+    print(text)
+    return saved, summary
 
 
 def figures(results: dict, summary: dict, folder: Path) -> list[Path]:
@@ -288,7 +350,11 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=1, help="train in this many processes of one torch thread "
                    "(2 on a 2-core CPU); the numbers are the same")
     p.add_argument("--worker-jobs", help=argparse.SUPPRESS)  # internal: one worker's jobs, as JSON
+    p.add_argument("--render", metavar="JSON", help="rewrite the page and figures from a saved ablations.json "
+                   "(nothing is trained or evaluated)")
     args = p.parse_args(argv)
+    if args.render:
+        return render(Path(args.render), write=not args.no_write)
     args.argv = list(argv) if argv is not None else sys.argv[1:]
     if args.workers < 1:
         raise SystemExit(f"--workers must be >= 1, got {args.workers}")
@@ -308,16 +374,8 @@ def main(argv=None):
     cmd = command("bench.ablations", argv)
 
     def write(results):
-        summary = ab.summarise(results)
-        text = report(results, summary, cmd, machine_line())
-        if args.no_write:
-            return summary, text
-        (DOCS / "figures").mkdir(parents=True, exist_ok=True)
-        figures(results, summary, DOCS / "figures")
-        atomic_write(DOCS / "ablations.json", json.dumps({"command": cmd, "machine": machine_line(), **results,
-                                                          "summary": summary}, indent=1, default=str).encode())
-        atomic_write(DOCS / "ablations.md", text.encode())
-        return summary, text
+        return write_report(results, cmd, machine_line(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                            write=not args.no_write)
 
     results = run(args, write)
     summary, text = write(results)

@@ -23,10 +23,13 @@ seed, so one bank holds every seed's runs, and runs/<experiment>/ reloads finish
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import replace
 
 import torch
 
+from . import stats
 from . import teachers as routing
 from .adapters import BASE, AdapterBank
 from .distill import MOPDConfig, train_student
@@ -199,11 +202,12 @@ def ucmopd_study(bank: AdapterBank, seed: int, experiment: str = "ablations", se
 
 
 def _mean_sd(values):
+    """(mean, sample std over seeds) of the values that are not None; (None, None) with none."""
     values = [v for v in values if v is not None]
     if not values:
         return None, None
-    m = sum(values) / len(values)
-    return m, (sum((v - m) ** 2 for v in values) / len(values)) ** 0.5
+    m, sd = stats.mean_sd(values)
+    return m, (None if math.isnan(sd) else sd)
 
 
 def score(table: dict, adapter: str, domain: str) -> float:
@@ -242,7 +246,7 @@ def origin_verdict(same_final: float, other_final: float, other_peak: float, kl_
 
 
 def summarise(results: dict) -> dict:
-    """Per-study numbers (mean and population std over seeds) from bench/ablations' results dict:
+    """Per-study numbers (mean and sample std over seeds, paired per-seed differences) from bench/ablations' results dict:
     {"table": evaluate table of every adapter (incl. "base"), "other_table": the other base's,
     "origin": {seed: origin_study}, "rounds": {seed: multi_round}, "ucmopd": {seed: ucmopd_study}}."""
     table, out = results["table"], {}
@@ -276,6 +280,7 @@ def summarise(results: dict) -> dict:
                              "step1_kl": _mean_sd([c[0]["kl/binding"] for c in curves]),
                              "per_seed_binding": [score(table, n, "binding") for n in names]}
             s, x = row["same"], row["other"]
+            row["paired_binding"] = stats.paired(row["other"]["per_seed_binding"], row["same"]["per_seed_binding"])
             row["verdict"] = origin_verdict(s["binding"][0], x["binding"][0], x["peak"][0], x["kl_first"][0],
                                             x["kl_last"][0])
             o["losses"][loss] = row
@@ -294,11 +299,14 @@ def summarise(results: dict) -> dict:
             mean = [(b + c) / 2 for b, c in zip(per["binding"], per["recall"])]
             r["rows"][label] = {"binding": _mean_sd(per["binding"]), "recall": _mean_sd(per["recall"]),
                                 "mean": _mean_sd(mean), "per_seed": mean}
+        first = r["rows"].get("round-1 student")
+        r["paired"] = {label: stats.paired(row["per_seed"], first["per_seed"]) for label, row in r["rows"].items()
+                       if first is not None and label != "round-1 student"}
         r["paper"] = {"round-2 teachers": 1.030, "round-2 student (from base)": 0.986}
         out["rounds"] = r
     if results.get("ucmopd"):
         seeds = sorted(results["ucmopd"], key=int)
-        u = {"seeds": seeds, "settings": {}}
+        u = {"seeds": seeds, "settings": {}, "paired": {}}
         for setting in ("two", "preserve"):
             rows = {}
             for method in ("mopd", "ucmopd"):
@@ -316,7 +324,10 @@ def summarise(results: dict) -> dict:
                         vals = [sum(row[f"{key}/{d}"] for row in c) / len(c) for _, r in runs
                                 if (c := r.get("curve")) and f"{key}/{d}" in c[0]]
                         cell[f"{key}/{d}"] = _mean_sd(vals)
+                cell["per_seed"] = {r["seed"]: (norm(n, "binding") + norm(n, "recall")) / 2 for n, r in runs}
                 rows[method] = cell
+            if "mopd" in rows and "ucmopd" in rows:
+                u["paired"][setting] = stats.paired(rows["ucmopd"]["per_seed"], rows["mopd"]["per_seed"])
             if rows:
                 u["settings"][setting] = rows
         out["ucmopd"] = u
