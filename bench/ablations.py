@@ -37,7 +37,7 @@ from mopd_mini import stats  # noqa: E402
 from .common import command, in_processes, machine_line  # noqa: E402
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-STUDIES = ("origin", "rounds", "ucmopd")
+STUDIES = ("origin", "rounds", "ucmopd", "control")
 
 
 def cell(c, digits=2, signed=False):
@@ -80,7 +80,8 @@ def plan(args) -> list[tuple[str, int]]:
     """The order the studies run in: seed by seed, the origin study first (the rounds and the
     two-teacher UCMOPD comparison reuse its normal PG student), so that a run stopped early has
     every study for the first seeds."""
-    seeds = {"origin": args.seeds, "rounds": args.rounds_seeds or args.seeds, "ucmopd": args.ucmopd_seeds or args.seeds}
+    seeds = {"origin": args.seeds, "rounds": args.rounds_seeds or args.seeds, "ucmopd": args.ucmopd_seeds or args.seeds,
+             "control": args.rounds_seeds or args.seeds}
     order = sorted({s for study in args.studies for s in seeds[study]})
     return [(study, s) for s in order for study in STUDIES if study in args.studies and s in seeds[study]]
 
@@ -95,6 +96,8 @@ def train_job(bank, args, job: list) -> None:
     elif job[0] == "rounds":
         ab.multi_round(bank, job[1], experiment=exp, quick=args.quick, teacher_steps=args.teacher_steps,
                        from_round1=job[1] in args.from_round1_seeds, **args.student)
+    elif job[0] == "control":
+        ab.round1_control(bank, job[1], experiment=exp, quick=args.quick, **args.student)
     else:
         ab.ucmopd_study(bank, job[1], experiment=exp, quick=args.quick, **args.student)
 
@@ -105,24 +108,39 @@ def in_workers(args) -> None:
     command with --worker-jobs, which trains its jobs and returns before anything else."""
     losses = set(args.losses if "origin" in args.studies else ()) | {"pg"}
     seeds = sorted({s for _, s in plan(args)})
-    for jobs in ([["normal", loss, s] for s in seeds for loss in sorted(losses)], [list(j) for j in plan(args)]):
+    reuse = {"origin", "rounds", "ucmopd"} & set(args.studies)   # the studies that reuse the normal students
+    normal = [["normal", loss, s] for s in seeds for loss in sorted(losses)] if reuse else []
+    for jobs in (normal, [list(j) for j in plan(args)]):
+        if not jobs:
+            continue
         in_processes("bench.ablations", jobs, args.workers,
                      lambda w, mine: [*args.argv, "--no-write", "--worker-jobs", json.dumps(mine)])
 
 
-def run(args, write=None) -> dict:
+def run(args, write=None, base: dict | None = None) -> dict:
     """Train (or reload) every run of the plan; evaluate each new adapter once; after each study,
-    `write(results)` if given (so docs/ always reflect the studies finished so far)."""
+    `write(results)` if given (so docs/ always reflect the studies finished so far). With `base`
+    (saved results, `--add`), the studies run are added to it: the round-1 teachers are trained
+    again and must score exactly what the saved ones scored, or nothing is added."""
     torch.set_num_threads(1)
     # rounds and UCMOPD need no teacher of another origin
     bank, other = ab.ablation_banks(ab.TINY_OTHER if "origin" in args.studies else None, device="cpu")
     exp = "ablations"
     n = 8 if args.quick else args.n
-    seconds, results = {}, {"origin": {}, "rounds": {}, "ucmopd": {}}
-    results["settings"] = {**args.student, "teacher_steps": args.teacher_steps, "seeds": args.seeds,
-                           "rounds_seeds": args.rounds_seeds or args.seeds, "ucmopd_seeds": args.ucmopd_seeds or args.seeds,
-                           "from_round1_seeds": [s for s in args.from_round1_seeds if s in (args.rounds_seeds or args.seeds)],
-                           "n": n}
+    settings = {**args.student, "teacher_steps": args.teacher_steps, "seeds": args.seeds,
+                "rounds_seeds": args.rounds_seeds or args.seeds, "ucmopd_seeds": args.ucmopd_seeds or args.seeds,
+                "from_round1_seeds": [s for s in args.from_round1_seeds if s in (args.rounds_seeds or args.seeds)],
+                "n": n}
+    if base is None:
+        seconds, results = {}, {"origin": {}, "rounds": {}, "ucmopd": {}}
+        results["settings"] = settings
+    else:
+        same = ("steps", "eval_every", "eval_n", "teacher_steps", "n")
+        differ = {k: (base["settings"].get(k), settings[k]) for k in same if base["settings"].get(k) != settings[k]}
+        if differ:
+            raise SystemExit(f"--add: these settings differ from the saved results' (saved, now): {differ}")
+        results = base
+        seconds = results["seconds"]
     results["seconds"] = seconds
     t = time.time()
     ab.teachers(bank, other, exp, quick=args.quick)
@@ -131,7 +149,15 @@ def run(args, write=None) -> dict:
     if other is not None:
         results["other_table"] = {"acc": evaluate_cached(other, ["base", "teacher_binding"], n,
                                                          cache and f"{exp}/{ab.OTHER_EXPERIMENT}"), "n": n}
-    results["table"] = {"acc": evaluate_cached(bank, ["base", "teacher_binding", "teacher_recall"], n, cache), "n": n}
+    fresh = evaluate_cached(bank, ["base", "teacher_binding", "teacher_recall"], n, cache)
+    if base is not None:
+        saved = {a: {d: {int(L): v for L, v in by.items()} for d, by in base["table"]["acc"][a].items()} for a in fresh}
+        if saved != fresh:
+            raise SystemExit("--add: the round-1 teachers trained by today's code are not the saved results' teachers "
+                             f"(test accuracies {fresh} vs {saved}); re-run every study instead")
+        results["table"]["acc"].update(fresh)
+    else:
+        results["table"] = {"acc": fresh, "n": n}
     if args.workers > 1 and not args.quick:  # (--quick runs in memory: nothing for workers to share)
         t = time.time()
         in_workers(args)
@@ -144,16 +170,18 @@ def run(args, write=None) -> dict:
         elif study == "rounds":
             out = ab.multi_round(bank, seed, experiment=exp, quick=args.quick, teacher_steps=args.teacher_steps,
                                  from_round1=seed in args.from_round1_seeds, **args.student)
+        elif study == "control":
+            out = ab.round1_control(bank, seed, experiment=exp, quick=args.quick, **args.student)
         else:
             out = ab.ucmopd_study(bank, seed, experiment=exp, quick=args.quick, **args.student)
-        results[study][s] = out
+        results.setdefault(study, {})[s] = out
         new = [a for a in bank.names if a not in results["table"]["acc"]]
         results["table"]["acc"].update(evaluate_cached(bank, new, n, cache))
         seconds[f"{study} seed {seed}"] = time.time() - t
         print(f"{study} seed {seed}: {seconds[f'{study} seed {seed}']:.0f} s", flush=True)
         if write:
             write(results)
-    if "origin" not in args.studies:
+    if "origin" not in args.studies and base is None:
         results["origin"] = {}
     return results
 
@@ -240,10 +268,21 @@ def report(results: dict, summary: dict, cmd: str, machine: str, date: str | Non
                   *[paired_line(p, f"{label} minus round-1 student (mean normalised)") for label, p in r.get("paired", {}).items()
                     if "student" in label],
                   "",
-                  f"**What this cannot separate.** The round-2 student from the round-1 student has had {st['steps']} "
-                  f"more distillation steps than the round-1 student ({2 * st['steps']} in all), and its teachers "
-                  f"{st['teacher_steps']} more GRPO steps each; no round-1 student trained {2 * st['steps']} steps was "
-                  "run, so a gain here is the second round AND the extra steps together, not the second round alone.", "",
+                  *([paired_line(r["control"]["from_round1_minus_control"],
+                                 "round-2 student (from round-1 student) minus the round-1 student with twice the steps"),
+                     paired_line(r["control"]["control_minus_round1"],
+                                 "the round-1 student with twice the steps minus the round-1 student"), "",
+                     f"**The control.** The round-2 student from the round-1 student has had {2 * st['steps']} "
+                     f"distillation steps in all; the control row is a round-1 student given the same {2 * st['steps']} "
+                     "steps on the round-1 teachers (`ablations.round1_control`), so the first line above is the second "
+                     f"round's effect with the steps matched (its teachers' {st['teacher_steps']} GRPO steps each "
+                     "are extra compute the control does not get)."]
+                    if r.get("control") else
+                    [f"**What this cannot separate.** The round-2 student from the round-1 student has had {st['steps']} "
+                     f"more distillation steps than the round-1 student ({2 * st['steps']} in all), and its teachers "
+                     f"{st['teacher_steps']} more GRPO steps each; no round-1 student trained {2 * st['steps']} steps was "
+                     "run, so a gain here is the second round AND the extra steps together, not the second round "
+                     "alone."]), "",
                   "![rounds](figures/ablation_rounds.png)", ""]
     if "ucmopd" in summary and summary["ucmopd"]["settings"]:
         u = summary["ucmopd"]
@@ -288,10 +327,10 @@ def write_report(results: dict, cmd: str, machine: str, date: str, write: bool =
     summary = ab.summarise(results)
     text = report(results, summary, cmd, machine, date)
     page = DOCS / "ablations.md"
-    if page.exists():  # the hand-written reading of the tables is kept across re-renders
-        found = re.search(r"^## Reading the numbers.*?(?=^## )", page.read_text(), re.S | re.M)
-        if found:
-            text = text.replace("## Wall time\n", found.group(0) + "## Wall time\n", 1)
+    if page.exists():  # the hand-written sections (pre-registrations, the reading) are kept across re-renders
+        kept = "".join(m.group(0) for m in re.finditer(r"^## (?:Pre-registered|Reading the numbers).*?(?=^## )",
+                                                        page.read_text(), re.S | re.M))
+        text = text.replace("## Wall time\n", kept + "## Wall time\n", 1)
     if write:
         (DOCS / "figures").mkdir(parents=True, exist_ok=True)
         figures(results, summary, DOCS / "figures")
@@ -352,9 +391,23 @@ def main(argv=None):
     p.add_argument("--worker-jobs", help=argparse.SUPPRESS)  # internal: one worker's jobs, as JSON
     p.add_argument("--render", metavar="JSON", help="rewrite the page and figures from a saved ablations.json "
                    "(nothing is trained or evaluated)")
+    p.add_argument("--add", metavar="JSON", help="run --studies that the saved ablations.json lacks and add them to "
+                   "it (the round-1 teachers are retrained and must match the saved ones)")
     args = p.parse_args(argv)
     if args.render:
         return render(Path(args.render), write=not args.no_write)
+    base = None
+    if args.add:
+        base = json.loads(Path(args.add).read_text())
+        cmd0, saved_date = base.pop("command"), base.pop("date", None)
+        if saved_date is None:   # older files: the date their page printed
+            found = re.search(r"Date: ([0-9-]+ [0-9:]+ UTC)", (DOCS / "ablations.md").read_text())
+            saved_date = found.group(1) if found else "unknown"
+        for key in ("machine", "summary"):
+            base.pop(key, None)
+        taken = [st for st in args.studies if base.get(st)]
+        if taken:
+            raise SystemExit(f"--add: {taken} already in {args.add}; --add runs studies it does not have yet")
     args.argv = list(argv) if argv is not None else sys.argv[1:]
     if args.workers < 1:
         raise SystemExit(f"--workers must be >= 1, got {args.workers}")
@@ -371,13 +424,16 @@ def main(argv=None):
         for job in json.loads(args.worker_jobs):
             train_job(bank, args, job)
         return None
+    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     cmd = command("bench.ablations", argv)
+    date = now
+    if base is not None:   # the page was made by the saved command, then this one
+        cmd, date = f"{cmd0}\n{cmd}", f"{saved_date}; {', '.join(args.studies)} added {now}"
 
     def write(results):
-        return write_report(results, cmd, machine_line(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                            write=not args.no_write)
+        return write_report(results, cmd, machine_line(), date, write=not args.no_write)
 
-    results = run(args, write)
+    results = run(args, write, base)
     summary, text = write(results)
     print(text)
     if not args.no_write:

@@ -354,17 +354,74 @@ def run_protocol(args, proto: Protocol, write_every_seed=None) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
+def needs(method: str) -> tuple[str, ...]:
+    """The teachers (by domain) a method's pipeline needs before its own stage."""
+    if method == "mixrl":
+        return ()
+    if method.startswith("cascade_"):
+        return ("binding" if method == "cascade_br" else "recall",)
+    return DOMAINS
+
+
+def pipeline_of(method: str, stage: dict, teachers: dict) -> dict:
+    """Cost totals of the whole pipeline: the method's stage plus the teachers it needs."""
+    return cost.add(stage, *(teachers[d] for d in needs(method)))
+
+
 def stage_and_pipeline(bench: Bench, method: str, r: Result) -> tuple[dict, dict]:
     """Cost totals (with seconds) of the method's own stage, and of its whole pipeline."""
     stage = {**r.stage, "seconds": r.seconds}
     teachers = {d: {**cost.totals(t.metrics), "seconds": t.seconds} for d, t in bench.teachers.items()}
-    if method == "mixrl":
-        before = []
-    elif method.startswith("cascade_"):
-        before = [teachers["binding" if method == "cascade_br" else "recall"]]
-    else:
-        before = list(teachers.values())
-    return stage, cost.add(stage, *before)
+    return stage, pipeline_of(method, stage, teachers)
+
+
+def recount_flops(rep: dict) -> dict:
+    """Every stage's and pipeline's FLOPs again from its token counters, by today's `cost.flops`
+    (the counters are what was measured; the formula is an estimate that may be corrected)."""
+    N, n = rep["protocol"]["N"], rep["protocol"]["n_lora"]
+    for per in rep["rows"].values():
+        for p in per.values():
+            for part in ("stage", "pipeline"):
+                p[part]["flops"] = cost.flops(p[part], N, n)
+    rep["protocol"]["flops_formula"] = cost.FORMULA
+    return rep
+
+
+def recount_teachers(rep: dict, progress: bool = True) -> dict:
+    """The teachers trained again, from scratch, by today's code (in a temporary runs folder, so
+    that no run written by older code is reloaded), with the same config and seed; their cost
+    counters replace the teachers' share of every pipeline. The retrained teachers must score
+    exactly what the page's teachers scored on the test split, or nothing is changed."""
+    import tempfile
+
+    P = rep["protocol"]
+    proto = Protocol(**{k: P[k] for k in ("steps", "per_domain", "offline_prompts", "offline_k", "eval_every",
+                                          "val_n", "teacher_steps")})
+    with tempfile.TemporaryDirectory() as tmp:
+        saved, runs.RUNS_DIR = runs.RUNS_DIR, Path(tmp)
+        try:
+            bench = Bench(proto, "recount", progress=progress)
+            cfg = {d: {"steps": c.steps, "lr": c.lr, "seed": c.seed} for d, c in bench.teacher_cfg.items()}
+            if cfg != P["teacher"]:
+                raise SystemExit(f"the teachers' config changed since the page was made: {cfg} vs {P['teacher']}")
+            names = [f"teacher_{d}" for d in DOMAINS]
+            acc = mm.evaluate(bench.bank, names, n=P["test_n"])["acc"]
+        finally:
+            runs.RUNS_DIR = saved
+    for name in names:
+        old = {d: {int(L): v for L, v in by.items()} for d, by in rep["refs"]["test"][name].items()}
+        if acc[name] != old:
+            raise SystemExit(f"{name} retrained by today's code is not the page's teacher: test accuracy {acc[name]} "
+                             f"vs {old}; re-run the whole benchmark instead")
+    teachers = {d: {**cost.totals(t.metrics), "seconds": t.seconds} for d, t in bench.teachers.items()}
+    for m, per in rep["rows"].items():
+        for p in per.values():
+            stage = {k: v for k, v in p["stage"].items() if k != "flops"}
+            p["pipeline"] = pipeline_of(m, stage, teachers)
+    P["teacher_costs"] = {"recounted": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                          "command": "python -m bench.baselines --recount-teachers docs/baselines.json",
+                          **teachers}
+    return recount_flops(rep)
 
 
 def summarise(bench, proto, args, grid, chosen, per_seed, val, test, elapsed) -> dict:
@@ -677,10 +734,17 @@ def cost_section(rep: dict) -> list[str]:
             "trained at its own tuned budget; here RFT is held to MOPD's rows and steps and its teachers are adapters "
             "on the student's own base (one routed forward, no second model). This page therefore does not test the "
             "critique on its own terms. "
-            f"The teachers' own GRPO runs, which both need, are {teacher_share:.0%} of MOPD's whole-pipeline FLOPs as "
-            "counted here; their counters were recorded by the code before prefill-once (their prompt prefill counted "
-            "as sampled as well as trained), while the distillation stages were counted after it, so that share is "
-            "overstated: the ledger is not yet one code version.", ""]
+            f"The teachers' own GRPO runs, which both need, are {teacher_share:.0%} of MOPD's whole-pipeline FLOPs.",
+            "",
+            (f"**One ledger.** The teachers' counters were re-counted on {P['teacher_costs']['recounted']} by "
+             f"`{P['teacher_costs']['command']}`: both teachers trained again from scratch by the code that counted "
+             "the students (same config and seed; their test accuracies equal the page's to the last prompt), so every "
+             "row is counted by one code version. Their wall seconds are from that re-run (a 2-core CPU shared with "
+             "other work: indicative only)." if P.get("teacher_costs") else
+             "**The ledger is not one code version.** The teachers' counters were recorded by the code before "
+             "prefill-once (their prompt prefill counted as sampled as well as trained, every row's prompt trained), "
+             "the distillation stages after it, so the teachers' share is overstated; "
+             "`python -m bench.baselines --recount-teachers docs/baselines.json` re-counts them."), ""]
     return out
 
 
@@ -722,6 +786,8 @@ def main(argv=None):
     p.add_argument("--no-write", action="store_true", help="print only; docs/ is left alone")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--out", default=str(DOCS), help="where baselines.md, .json and figures/ go")
+    p.add_argument("--recount-teachers", metavar="JSON", help="train the teachers again by today's code (minutes) "
+                   "and re-count every pipeline's cost with their counters; the students are not retrained")
     p.add_argument("--render", metavar="JSON", help="rewrite the page and figures from a saved baselines.json "
                    "(no training, no evaluation: the numbers and the command are the JSON's)")
     p.add_argument("--workers", type=int, default=1, help="train in this many processes of one torch thread "
@@ -736,8 +802,14 @@ def main(argv=None):
         if args.quick and args.n == 500:
             args.n = 6
         return worker(args, QUICK if args.quick else FULL)
+    if args.recount_teachers:
+        rep = recount_teachers(json.loads(Path(args.recount_teachers).read_text()), progress=not args.quiet)
+        if not args.no_write:
+            write(rep, Path(args.out))
+        print(markdown(rep))
+        return rep
     if args.render:
-        rep = json.loads(Path(args.render).read_text())
+        rep = recount_flops(json.loads(Path(args.render).read_text()))
         if not args.no_write:
             write(rep, Path(args.out))
         print(markdown(rep))

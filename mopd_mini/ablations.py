@@ -166,6 +166,16 @@ def multi_round(bank: AdapterBank, seed: int, experiment: str = "ablations", fro
     return out
 
 
+def round1_control(bank: AdapterBank, seed: int, experiment: str = "ablations", quick: bool = False,
+                   steps: int = 300, **overrides) -> dict:
+    """The control multi_round lacks: a round-1 student (MOPD-PG from the base, the round-1
+    teachers) trained for TWICE the steps, student_pg_long_s<seed>, as many distillation steps
+    as the round-2 student started from the round-1 student has had in all."""
+    name = f"student_pg_long_s{seed}"
+    run = train_student(bank, student_config(name, seed, experiment, quick, 2 * steps, loss="pg", **overrides))
+    return {"runs": {name: {"steps": run.config.get("steps"), "seed": seed, "curve": _curve(run)}}}
+
+
 # ---------------------------------------------------------------------------------------------
 # 3. UCMOPD
 # ---------------------------------------------------------------------------------------------
@@ -302,6 +312,22 @@ def summarise(results: dict) -> dict:
         first = r["rows"].get("round-1 student")
         r["paired"] = {label: stats.paired(row["per_seed"], first["per_seed"]) for label, row in r["rows"].items()
                        if first is not None and label != "round-1 student"}
+        if results.get("control"):
+            cseeds = [s for s in seeds if s in results["control"]]
+            names = {s: f"student_pg_long_s{s}" for s in cseeds if f"student_pg_long_s{s}" in table["acc"]}
+            if names:
+                per = {d: [norm(names[s], d) for s in names] for d in ("binding", "recall")}
+                mean = [(b + c) / 2 for b, c in zip(per["binding"], per["recall"])]
+                r["rows"]["round-1 student, twice the steps (control)"] = {
+                    "binding": _mean_sd(per["binding"]), "recall": _mean_sd(per["recall"]), "mean": _mean_sd(mean),
+                    "per_seed": mean}
+                by_seed = dict(zip(names, mean))
+                def seeded(label):  # {seed: per-seed mean} of a row, on the control's seeds
+                    row = r["rows"].get(label)
+                    return {} if row is None else {s: v for s, v in zip(seeds, row["per_seed"]) if s in by_seed}
+                r["control"] = {
+                    "from_round1_minus_control": stats.paired(seeded("round-2 student (from round-1 student)"), by_seed),
+                    "control_minus_round1": stats.paired(by_seed, seeded("round-1 student"))}
         r["paper"] = {"round-2 teachers": 1.030, "round-2 student (from base)": 0.986}
         out["rounds"] = r
     if results.get("ucmopd"):

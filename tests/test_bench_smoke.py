@@ -106,6 +106,7 @@ def test_ablations_quick(monkeypatch, tmp_path):
     assert {"origin", "rounds", "ucmopd"} <= set(summary)
     assert summary["origin"]["initial_kl"]["ratio"][0] > 0
     assert set(summary["ucmopd"]["settings"]) == {"two", "preserve"}
+    assert "round-1 student, twice the steps (control)" in summary["rounds"]["rows"]   # the multi-round control
 
 
 def test_ablations_page_renders_from_the_saved_json(capsys):
