@@ -37,7 +37,7 @@ from mopd_mini import stats  # noqa: E402
 from .common import command, in_processes, machine_line  # noqa: E402
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-STUDIES = ("origin", "rounds", "ucmopd", "control")
+STUDIES = ("origin", "rounds", "ucmopd", "control", "ucmopd_own")
 
 
 def cell(c, digits=2, signed=False):
@@ -81,7 +81,7 @@ def plan(args) -> list[tuple[str, int]]:
     two-teacher UCMOPD comparison reuse its normal PG student), so that a run stopped early has
     every study for the first seeds."""
     seeds = {"origin": args.seeds, "rounds": args.rounds_seeds or args.seeds, "ucmopd": args.ucmopd_seeds or args.seeds,
-             "control": args.rounds_seeds or args.seeds}
+             "control": args.rounds_seeds or args.seeds, "ucmopd_own": args.ucmopd_seeds or args.seeds}
     order = sorted({s for study in args.studies for s in seeds[study]})
     return [(study, s) for s in order for study in STUDIES if study in args.studies and s in seeds[study]]
 
@@ -98,6 +98,8 @@ def train_job(bank, args, job: list) -> None:
                        from_round1=job[1] in args.from_round1_seeds, **args.student)
     elif job[0] == "control":
         ab.round1_control(bank, job[1], experiment=exp, quick=args.quick, **args.student)
+    elif job[0] == "ucmopd_own":
+        ab.ucmopd_own(bank, job[1], experiment=exp, quick=args.quick, **args.student)
     else:
         ab.ucmopd_study(bank, job[1], experiment=exp, quick=args.quick, **args.student)
 
@@ -172,6 +174,8 @@ def run(args, write=None, base: dict | None = None) -> dict:
                                  from_round1=seed in args.from_round1_seeds, **args.student)
         elif study == "control":
             out = ab.round1_control(bank, seed, experiment=exp, quick=args.quick, **args.student)
+        elif study == "ucmopd_own":
+            out = ab.ucmopd_own(bank, seed, experiment=exp, quick=args.quick, **args.student)
         else:
             out = ab.ucmopd_study(bank, seed, experiment=exp, quick=args.quick, **args.student)
         results.setdefault(study, {})[s] = out
@@ -316,6 +320,30 @@ def report(results: dict, summary: dict, cmd: str, machine: str, date: str | Non
                   "(share of exploration samples whose positive-advantage density reached the anchor's) and "
                   "`tef_masked/<domain>` (share of the loss's tokens the endorsement mask dropped).", "",
                   "![ucmopd](figures/ablation_ucmopd.png)", ""]
+    if summary.get("ucmopd_own", {}).get("rows"):
+        o = summary["ucmopd_own"]
+        sp = o["specialist"]
+        label = {"mopd": "MOPD (1 rollout per prompt)", "mopd_rollouts": "MOPD, UCMOPD's rollout budget (4x prompts)",
+                 "ucmopd": "UCMOPD"}
+        lines += ["## 4. UCMOPD in its own setting: a specialist that forgot", "",
+                  "The student starts from a copy of a binding specialist that FORGOT recall while specialising: "
+                  "Cascade RL recall -> binding (`ablations.specialist`: GRPO on binding from a copy of the recall "
+                  f"teacher, {ab.SPECIALIST_STEPS} steps, seed 0, shared by every seed). Binding prompts are scored by the specialist "
+                  "itself (keep the specialty), recall prompts by the recall teacher (the capability to recover). "
+                  "MOPD-PG, " + f"{st['steps']} steps, every arm (`ablations.ucmopd_own`).", "",
+                  (f"Specialist: binding {sp['binding']:.2f}, recall {sp['recall']:.2f} (base: binding "
+                   f"{summary['base']['binding']:.2f}, recall {summary['base']['recall']:.2f}; recall teacher "
+                   f"{summary['teachers']['recall']:.2f})." if sp else ""), "",
+                  "| arm | binding | recall | recall normalised | mean normalised |", "| --- | --- | --- | --- | --- |"]
+        for method, row in o["rows"].items():
+            lines.append(f"| {label[method]} | {cell(row['binding'])} | {cell(row['recall'])} | "
+                         f"{cell(row['recall_normalised'])} | {cell(row['mean_normalised'])} |")
+        lines += [""]
+        for what, by_domain in o.get("paired", {}).items():
+            for d, p in by_domain.items():
+                ref = label[what.split(" minus ")[1]]
+                lines.append(paired_line(p, f"UCMOPD minus {ref}, {d} accuracy"))
+        lines += ["", f"Seeds {', '.join(o['seeds'])}.", ""]
     lines += ["## Wall time", "", "| part | seconds |", "| --- | --- |"]
     lines += [f"| {k} | {v:.0f} |" for k, v in results["seconds"].items()]
     lines += ["", "Runs that already existed in runs/ablations/ were reloaded, not retrained: their time is the reload.", ""]

@@ -206,6 +206,45 @@ def ucmopd_study(bank: AdapterBank, seed: int, experiment: str = "ablations", se
     return out
 
 
+SPECIALIST = "specialist_rb"
+"""UCMOPD's own setting: Cascade RL recall -> binding (GRPO on binding from a copy of the recall
+teacher), a binding specialist that forgets recall while specialising"""
+
+
+SPECIALIST_STEPS = 300
+"""its GRPO steps on binding (the baselines' Cascade RL second stage: the course's student budget)"""
+
+
+def specialist(bank: AdapterBank, experiment: str = "ablations", quick: bool = False,
+               steps: int = SPECIALIST_STEPS) -> str:
+    """The specialist that forgot (seed 0, shared by every seed, as the teachers are): the second
+    stage of the cascade recall -> binding, `steps` GRPO steps (the baselines' cascade budget)."""
+    train_teacher(bank, teacher_config("binding", 0, experiment, quick, steps, init_from="teacher_recall",
+                                       name=SPECIALIST, eval_domains=("recall",)))
+    return SPECIALIST
+
+
+def ucmopd_own(bank: AdapterBank, seed: int, experiment: str = "ablations", quick: bool = False,
+               steps: int | None = None, **overrides) -> dict:
+    """UCMOPD where its claim applies: every student starts from a copy of the specialist that
+    forgot recall; binding prompts are scored by the specialist itself (keep the specialty), recall
+    prompts by the recall teacher (the general capability to recover). Three students: plain MOPD
+    (1 rollout per prompt), MOPD with UCMOPD's rollout budget (4x the prompts per domain: as many
+    rollouts per step as UCMOPD's anchor + m = 3 explorations), and UCMOPD."""
+    start = specialist(bank, experiment, quick)
+    route = {"binding": start, "recall": "teacher_recall"}
+    per_domain = MOPDConfig.for_model("tiny").prompts_per_domain
+    arms = {"mopd": {}, "mopd_rollouts": {"prompts_per_domain": per_domain * (1 + ucmopd_options()["golden_gain"].samples)},
+            "ucmopd": ucmopd_options()}
+    out = {"specialist": start, "runs": {}}
+    for method, options in arms.items():
+        name = f"own_{method}_s{seed}"
+        run = train_student(bank, student_config(name, seed, experiment, quick, steps, teachers=route, init_from=start,
+                                                 **options, **overrides))
+        out["runs"][name] = {"method": method, "seed": seed, "curve": _curve(run)}
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # the numbers the report and the notebook show, from evaluated tables and curves
 # ---------------------------------------------------------------------------------------------
@@ -357,4 +396,26 @@ def summarise(results: dict) -> dict:
             if rows:
                 u["settings"][setting] = rows
         out["ucmopd"] = u
+    if results.get("ucmopd_own"):
+        seeds = sorted(results["ucmopd_own"], key=int)
+        own = {"seeds": seeds, "specialist": {d: score(table, SPECIALIST, d) for d in ("binding", "recall")}
+               if SPECIALIST in table["acc"] else None, "rows": {}, "per_seed": {}}
+        for method in ("mopd", "mopd_rollouts", "ucmopd"):
+            names = {s: f"own_{method}_s{s}" for s in seeds if f"own_{method}_s{s}" in table["acc"]}
+            if not names:
+                continue
+            per = {s: {d: score(table, n, d) for d in ("binding", "recall")} for s, n in names.items()}
+            own["rows"][method] = {"binding": _mean_sd([v["binding"] for v in per.values()]),
+                                   "recall": _mean_sd([v["recall"] for v in per.values()]),
+                                   "recall_normalised": _mean_sd([norm(n, "recall") for n in names.values()]),
+                                   "mean_normalised": _mean_sd([(norm(n, "binding") + norm(n, "recall")) / 2
+                                                                for n in names.values()])}
+            own["per_seed"][method] = per
+        ps = own["per_seed"]
+        if "ucmopd" in ps:
+            own["paired"] = {f"ucmopd minus {ref}": {d: stats.paired({s: v[d] for s, v in ps["ucmopd"].items()},
+                                                                     {s: v[d] for s, v in ps[ref].items()})
+                                                     for d in ("binding", "recall")}
+                             for ref in ("mopd_rollouts", "mopd") if ref in ps}
+        out["ucmopd_own"] = own
     return out
