@@ -146,20 +146,27 @@ def run(args, write=None, base: dict | None = None) -> dict:
     results["seconds"] = seconds
     t = time.time()
     ab.teachers(bank, other, exp, quick=args.quick)
-    seconds["round-1 teachers (and the other base's)"] = time.time() - t
+    key = "round-1 teachers (and the other base's)" if base is None else \
+        f"round-1 teachers again (--add {' '.join(args.studies)})"
+    seconds[key] = time.time() - t
     cache = None if args.quick else exp
     if other is not None:
         results["other_table"] = {"acc": evaluate_cached(other, ["base", "teacher_binding"], n,
                                                          cache and f"{exp}/{ab.OTHER_EXPERIMENT}"), "n": n}
     fresh = evaluate_cached(bank, ["base", "teacher_binding", "teacher_recall"], n, cache)
     if base is not None:
-        saved = {a: {d: {int(L): v for L, v in by.items()} for d, by in base["table"]["acc"][a].items()} for a in fresh}
-        if saved != fresh:
+        as_int = lambda acc: {d: {int(L): v for L, v in by.items()} for d, by in acc.items()}  # noqa: E731 (JSON keys)
+        saved = {a: as_int(base["table"]["acc"][a]) for a in fresh}
+        if saved != {a: as_int(acc) for a, acc in fresh.items()}:
             raise SystemExit("--add: the round-1 teachers trained by today's code are not the saved results' teachers "
                              f"(test accuracies {fresh} vs {saved}); re-run every study instead")
         results["table"]["acc"].update(fresh)
     else:
         results["table"] = {"acc": fresh, "n": n}
+    if "ucmopd_own" in args.studies and not args.quick:   # shared by every seed: trained once, before any worker
+        t = time.time()
+        ab.specialist(bank, exp, quick=args.quick)
+        seconds["the specialist (cascade recall -> binding)"] = time.time() - t
     if args.workers > 1 and not args.quick:  # (--quick runs in memory: nothing for workers to share)
         t = time.time()
         in_workers(args)
@@ -431,8 +438,8 @@ def main(argv=None):
         if saved_date is None:   # older files: the date their page printed
             found = re.search(r"Date: ([0-9-]+ [0-9:]+ UTC)", (DOCS / "ablations.md").read_text())
             saved_date = found.group(1) if found else "unknown"
-        for key in ("machine", "summary"):
-            base.pop(key, None)
+        saved_machine = base.pop("machine")
+        base.pop("summary", None)
         taken = [st for st in args.studies if base.get(st)]
         if taken:
             raise SystemExit(f"--add: {taken} already in {args.add}; --add runs studies it does not have yet")
@@ -447,8 +454,10 @@ def main(argv=None):
         args.from_round1_seeds = list(args.rounds_seeds or args.seeds)
     if args.worker_jobs:
         torch.set_num_threads(1)
-        bank, other = ab.ablation_banks(device="cpu")
+        bank, other = ab.ablation_banks(ab.TINY_OTHER if "origin" in args.studies else None, device="cpu")
         ab.teachers(bank, other, "ablations", quick=args.quick)  # trained by the main process: reloaded
+        if "ucmopd_own" in args.studies:
+            ab.specialist(bank, "ablations", quick=args.quick)   # likewise (trained before the workers start)
         for job in json.loads(args.worker_jobs):
             train_job(bank, args, job)
         return None
@@ -458,8 +467,12 @@ def main(argv=None):
     if base is not None:   # the page was made by the saved command, then this one
         cmd, date = f"{cmd0}\n{cmd}", f"{saved_date}; {', '.join(args.studies)} added {now}"
 
+    machine = machine_line()
+    if base is not None and saved_machine != machine:   # each part says where it ran
+        machine = f"{saved_machine} ({', '.join(args.studies)} added on: {machine})"
+
     def write(results):
-        return write_report(results, cmd, machine_line(), date, write=not args.no_write)
+        return write_report(results, cmd, machine, date, write=not args.no_write)
 
     results = run(args, write, base)
     summary, text = write(results)
