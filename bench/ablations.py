@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -31,10 +32,12 @@ from mopd_mini import ablations as ab  # noqa: E402
 from mopd_mini import plots  # noqa: E402
 from mopd_mini.adapters import atomic_write  # noqa: E402
 
+from mopd_mini import stats  # noqa: E402
+
 from .common import command, in_processes, machine_line  # noqa: E402
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-STUDIES = ("origin", "rounds", "ucmopd")
+STUDIES = ("origin", "rounds", "ucmopd", "control", "ucmopd_own")
 
 
 def cell(c, digits=2, signed=False):
@@ -77,7 +80,8 @@ def plan(args) -> list[tuple[str, int]]:
     """The order the studies run in: seed by seed, the origin study first (the rounds and the
     two-teacher UCMOPD comparison reuse its normal PG student), so that a run stopped early has
     every study for the first seeds."""
-    seeds = {"origin": args.seeds, "rounds": args.rounds_seeds or args.seeds, "ucmopd": args.ucmopd_seeds or args.seeds}
+    seeds = {"origin": args.seeds, "rounds": args.rounds_seeds or args.seeds, "ucmopd": args.ucmopd_seeds or args.seeds,
+             "control": args.rounds_seeds or args.seeds, "ucmopd_own": args.ucmopd_seeds or args.seeds}
     order = sorted({s for study in args.studies for s in seeds[study]})
     return [(study, s) for s in order for study in STUDIES if study in args.studies and s in seeds[study]]
 
@@ -92,6 +96,10 @@ def train_job(bank, args, job: list) -> None:
     elif job[0] == "rounds":
         ab.multi_round(bank, job[1], experiment=exp, quick=args.quick, teacher_steps=args.teacher_steps,
                        from_round1=job[1] in args.from_round1_seeds, **args.student)
+    elif job[0] == "control":
+        ab.round1_control(bank, job[1], experiment=exp, quick=args.quick, **args.student)
+    elif job[0] == "ucmopd_own":
+        ab.ucmopd_own(bank, job[1], experiment=exp, quick=args.quick, **args.student)
     else:
         ab.ucmopd_study(bank, job[1], experiment=exp, quick=args.quick, **args.student)
 
@@ -102,33 +110,63 @@ def in_workers(args) -> None:
     command with --worker-jobs, which trains its jobs and returns before anything else."""
     losses = set(args.losses if "origin" in args.studies else ()) | {"pg"}
     seeds = sorted({s for _, s in plan(args)})
-    for jobs in ([["normal", loss, s] for s in seeds for loss in sorted(losses)], [list(j) for j in plan(args)]):
+    reuse = {"origin", "rounds", "ucmopd"} & set(args.studies)   # the studies that reuse the normal students
+    normal = [["normal", loss, s] for s in seeds for loss in sorted(losses)] if reuse else []
+    for jobs in (normal, [list(j) for j in plan(args)]):
+        if not jobs:
+            continue
         in_processes("bench.ablations", jobs, args.workers,
                      lambda w, mine: [*args.argv, "--no-write", "--worker-jobs", json.dumps(mine)])
 
 
-def run(args, write=None) -> dict:
+def run(args, write=None, base: dict | None = None) -> dict:
     """Train (or reload) every run of the plan; evaluate each new adapter once; after each study,
-    `write(results)` if given (so docs/ always reflect the studies finished so far)."""
+    `write(results)` if given (so docs/ always reflect the studies finished so far). With `base`
+    (saved results, `--add`), the studies run are added to it: the round-1 teachers are trained
+    again and must score exactly what the saved ones scored, or nothing is added."""
     torch.set_num_threads(1)
     # rounds and UCMOPD need no teacher of another origin
     bank, other = ab.ablation_banks(ab.TINY_OTHER if "origin" in args.studies else None, device="cpu")
     exp = "ablations"
     n = 8 if args.quick else args.n
-    seconds, results = {}, {"origin": {}, "rounds": {}, "ucmopd": {}}
-    results["settings"] = {**args.student, "teacher_steps": args.teacher_steps, "seeds": args.seeds,
-                           "rounds_seeds": args.rounds_seeds or args.seeds, "ucmopd_seeds": args.ucmopd_seeds or args.seeds,
-                           "from_round1_seeds": [s for s in args.from_round1_seeds if s in (args.rounds_seeds or args.seeds)],
-                           "n": n}
+    settings = {**args.student, "teacher_steps": args.teacher_steps, "seeds": args.seeds,
+                "rounds_seeds": args.rounds_seeds or args.seeds, "ucmopd_seeds": args.ucmopd_seeds or args.seeds,
+                "from_round1_seeds": [s for s in args.from_round1_seeds if s in (args.rounds_seeds or args.seeds)],
+                "n": n}
+    if base is None:
+        seconds, results = {}, {"origin": {}, "rounds": {}, "ucmopd": {}}
+        results["settings"] = settings
+    else:
+        same = ("steps", "eval_every", "eval_n", "teacher_steps", "n")
+        differ = {k: (base["settings"].get(k), settings[k]) for k in same if base["settings"].get(k) != settings[k]}
+        if differ:
+            raise SystemExit(f"--add: these settings differ from the saved results' (saved, now): {differ}")
+        results = base
+        seconds = results["seconds"]
     results["seconds"] = seconds
     t = time.time()
     ab.teachers(bank, other, exp, quick=args.quick)
-    seconds["round-1 teachers (and the other base's)"] = time.time() - t
+    key = "round-1 teachers (and the other base's)" if base is None else \
+        f"round-1 teachers again (--add {' '.join(args.studies)})"
+    seconds[key] = time.time() - t
     cache = None if args.quick else exp
     if other is not None:
         results["other_table"] = {"acc": evaluate_cached(other, ["base", "teacher_binding"], n,
                                                          cache and f"{exp}/{ab.OTHER_EXPERIMENT}"), "n": n}
-    results["table"] = {"acc": evaluate_cached(bank, ["base", "teacher_binding", "teacher_recall"], n, cache), "n": n}
+    fresh = evaluate_cached(bank, ["base", "teacher_binding", "teacher_recall"], n, cache)
+    if base is not None:
+        as_int = lambda acc: {d: {int(L): v for L, v in by.items()} for d, by in acc.items()}  # noqa: E731 (JSON keys)
+        saved = {a: as_int(base["table"]["acc"][a]) for a in fresh}
+        if saved != {a: as_int(acc) for a, acc in fresh.items()}:
+            raise SystemExit("--add: the round-1 teachers trained by today's code are not the saved results' teachers "
+                             f"(test accuracies {fresh} vs {saved}); re-run every study instead")
+        results["table"]["acc"].update(fresh)
+    else:
+        results["table"] = {"acc": fresh, "n": n}
+    if "ucmopd_own" in args.studies and not args.quick:   # shared by every seed: trained once, before any worker
+        t = time.time()
+        ab.specialist(bank, exp, quick=args.quick)
+        seconds["the specialist (cascade recall -> binding)"] = time.time() - t
     if args.workers > 1 and not args.quick:  # (--quick runs in memory: nothing for workers to share)
         t = time.time()
         in_workers(args)
@@ -141,32 +179,47 @@ def run(args, write=None) -> dict:
         elif study == "rounds":
             out = ab.multi_round(bank, seed, experiment=exp, quick=args.quick, teacher_steps=args.teacher_steps,
                                  from_round1=seed in args.from_round1_seeds, **args.student)
+        elif study == "control":
+            out = ab.round1_control(bank, seed, experiment=exp, quick=args.quick, **args.student)
+        elif study == "ucmopd_own":
+            out = ab.ucmopd_own(bank, seed, experiment=exp, quick=args.quick, **args.student)
         else:
             out = ab.ucmopd_study(bank, seed, experiment=exp, quick=args.quick, **args.student)
-        results[study][s] = out
+        results.setdefault(study, {})[s] = out
         new = [a for a in bank.names if a not in results["table"]["acc"]]
         results["table"]["acc"].update(evaluate_cached(bank, new, n, cache))
         seconds[f"{study} seed {seed}"] = time.time() - t
         print(f"{study} seed {seed}: {seconds[f'{study} seed {seed}']:.0f} s", flush=True)
         if write:
             write(results)
-    if "origin" not in args.studies:
+    if "origin" not in args.studies and base is None:
         results["origin"] = {}
     return results
 
 
-def report(results: dict, summary: dict, cmd: str, machine: str) -> str:
+def paired_line(p: dict, what: str) -> str:
+    """One sentence: a paired per-seed difference, its 95% t-interval and the verdict."""
+    if p["n"] < 2:
+        return f"{what}: {stats.interval_text(p, 2)} ({p['n']} seed: no interval)."
+    verdict = "resolved" if p["resolved"] else "not resolved (the interval includes 0)"
+    return (f"{what}: **{stats.interval_text(p, 2)}** (95% t-interval over {p['n']} seeds, per seed "
+            + ", ".join(f"{d:+.2f}" for d in p["per_seed"]) + f"): {verdict}.")
+
+
+def report(results: dict, summary: dict, cmd: str, machine: str, date: str | None = None) -> str:
     st = results["settings"]
     lines = ["# Ablations: a teacher of another origin, multi-round MOPD, UCMOPD", "",
              "Every number on this page was written by one command, on the machine below:", "",
              "```bash", cmd, "```", "",
-             f"Machine: {machine}. Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. "
+             f"Machine: {machine}. Date: {date or time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. "
              f"Test prompts per domain and length: {results['table']['n']}. Students: `MOPDConfig.for_model(\"tiny\")` "
              f"with {st['steps']} steps (the course's notebook 03: 300; in-run evaluation every {st['eval_every']} steps on "
              f"{st['eval_n']} prompts per length); round-1 teachers: `GRPOConfig.for_model(\"tiny\")` (200 steps, seed 0, "
              "as notebook 02); the studies are the functions of "
              "`mopd_mini/ablations.py`. Accuracy: greedy, relaxed match, test split, mean over the domain's "
-             "evaluation lengths (binding 16/24/32, recall 16/24). Mean ± population std over the seeds shown.", "",
+             "evaluation lengths (binding 16/24/32, recall 16/24). Mean ± sample std (ddof = 1) over the seeds shown; "
+             "differences are paired by seed with a 95% t-interval (`mopd_mini.stats.paired`), resolved only when it "
+             "excludes 0.", "",
              f"Base: binding {summary['base']['binding']:.2f}, recall {summary['base']['recall']:.2f}. "
              f"Round-1 teachers (seed 0, shared by every student): binding {summary['teachers']['binding']:.2f}, "
              f"recall {summary['teachers']['recall']:.2f}.", ""]
@@ -205,6 +258,8 @@ def report(results: dict, summary: dict, cmd: str, machine: str) -> str:
                   "Per-seed final binding accuracy: " + "; ".join(
                       f"{loss} {kind} " + ", ".join(f"{v:.2f}" for v in row[kind]['per_seed_binding'])
                       for loss, row in o["losses"].items() for kind in ("same", "other")) + ".", "",
+                  *[paired_line(row["paired_binding"], f"Final binding, other origin minus same origin ({loss})")
+                    for loss, row in o["losses"].items() if "paired_binding" in row], "",
                   "![origin curves](figures/ablation_origin_curves.png)", ""]
     if "rounds" in summary and summary["rounds"]["rows"]:
         r = summary["rounds"]
@@ -221,6 +276,24 @@ def report(results: dict, summary: dict, cmd: str, machine: str) -> str:
             lines.append(f"| {label} | {cell(row['binding'])} | {cell(row['recall'])} | **{cell(row['mean'])}** | "
                          + ", ".join(f"{v:.2f}" for v in row["per_seed"]) + f" | {r['paper'].get(label, '')} |")
         lines += ["", f"Seeds {', '.join(r['seeds'])}; seed s's round 2 starts from seed s's round-1 student.", "",
+                  *[paired_line(p, f"{label} minus round-1 student (mean normalised)") for label, p in r.get("paired", {}).items()
+                    if "student" in label],
+                  "",
+                  *([paired_line(r["control"]["from_round1_minus_control"],
+                                 "round-2 student (from round-1 student) minus the round-1 student with twice the steps"),
+                     paired_line(r["control"]["control_minus_round1"],
+                                 "the round-1 student with twice the steps minus the round-1 student"), "",
+                     f"**The control.** The round-2 student from the round-1 student has had {2 * st['steps']} "
+                     f"distillation steps in all; the control row is a round-1 student given the same {2 * st['steps']} "
+                     "steps on the round-1 teachers (`ablations.round1_control`), so the first line above is the second "
+                     f"round's effect with the steps matched (its teachers' {st['teacher_steps']} GRPO steps each "
+                     "are extra compute the control does not get)."]
+                    if r.get("control") else
+                    [f"**What this cannot separate.** The round-2 student from the round-1 student has had {st['steps']} "
+                     f"more distillation steps than the round-1 student ({2 * st['steps']} in all), and its teachers "
+                     f"{st['teacher_steps']} more GRPO steps each; no round-1 student trained {2 * st['steps']} steps was "
+                     "run, so a gain here is the second round AND the extra steps together, not the second round "
+                     "alone."]), "",
                   "![rounds](figures/ablation_rounds.png)", ""]
     if "ucmopd" in summary and summary["ucmopd"]["settings"]:
         u = summary["ucmopd"]
@@ -243,14 +316,77 @@ def report(results: dict, summary: dict, cmd: str, machine: str) -> str:
                              f"{cell(c['normalised']['binding'])} | {cell(c['normalised']['recall'])} | "
                              f"{cell(c['binding_gained'], signed=True)} | {cell(c['recall_kept'], signed=True)} | "
                              f"{kept} | {masked} |")
-        lines += ["", f"Seeds {', '.join(u['seeds'])}. Kept / masked: means over the run's steps of `gg_kept/<domain>` "
+        lines += ["", *[paired_line(p, f"UCMOPD minus MOPD, mean normalised, {setting}")
+                        for setting, p in u.get("paired", {}).items()], "",
+                  "**What this setting cannot test.** UCMOPD's claim is that it recovers general ability in a student "
+                  "that LOST it while specialising. Here every student starts from the base, which is also the \"general\" "
+                  "teacher of the preservation setting, so there is nothing to recover; UCMOPD draws 4 rollouts per "
+                  "prompt against plain MOPD's 1, and no MOPD run with UCMOPD's rollout budget was made. A level result "
+                  "here says nothing for or against UCMOPD in its own setting.", "",
+                  f"Seeds {', '.join(u['seeds'])}. Kept / masked: means over the run's steps of `gg_kept/<domain>` "
                   "(share of exploration samples whose positive-advantage density reached the anchor's) and "
                   "`tef_masked/<domain>` (share of the loss's tokens the endorsement mask dropped).", "",
                   "![ucmopd](figures/ablation_ucmopd.png)", ""]
+    if summary.get("ucmopd_own", {}).get("rows"):
+        o = summary["ucmopd_own"]
+        sp = o["specialist"]
+        label = {"mopd": "MOPD (1 rollout per prompt)", "mopd_rollouts": "MOPD, UCMOPD's rollout budget (4x prompts)",
+                 "ucmopd": "UCMOPD"}
+        lines += ["## 4. UCMOPD in its own setting: a specialist that forgot", "",
+                  "The student starts from a copy of a binding specialist that FORGOT recall while specialising: "
+                  "Cascade RL recall -> binding (`ablations.specialist`: GRPO on binding from a copy of the recall "
+                  f"teacher, {ab.SPECIALIST_STEPS} steps, seed 0, shared by every seed). Binding prompts are scored by the specialist "
+                  "itself (keep the specialty), recall prompts by the recall teacher (the capability to recover). "
+                  "MOPD-PG, " + f"{st['steps']} steps, every arm (`ablations.ucmopd_own`).", "",
+                  (f"Specialist: binding {sp['binding']:.2f}, recall {sp['recall']:.2f} (base: binding "
+                   f"{summary['base']['binding']:.2f}, recall {summary['base']['recall']:.2f}; recall teacher "
+                   f"{summary['teachers']['recall']:.2f})." if sp else ""), "",
+                  "| arm | binding | recall | recall normalised | mean normalised |", "| --- | --- | --- | --- | --- |"]
+        for method, row in o["rows"].items():
+            lines.append(f"| {label[method]} | {cell(row['binding'])} | {cell(row['recall'])} | "
+                         f"{cell(row['recall_normalised'])} | {cell(row['mean_normalised'])} |")
+        lines += [""]
+        for what, by_domain in o.get("paired", {}).items():
+            for d, p in by_domain.items():
+                ref = label[what.split(" minus ")[1]]
+                lines.append(paired_line(p, f"UCMOPD minus {ref}, {d} accuracy"))
+        lines += ["", f"Seeds {', '.join(o['seeds'])}.", ""]
     lines += ["## Wall time", "", "| part | seconds |", "| --- | --- |"]
     lines += [f"| {k} | {v:.0f} |" for k, v in results["seconds"].items()]
     lines += ["", "Runs that already existed in runs/ablations/ were reloaded, not retrained: their time is the reload.", ""]
     return "\n".join(lines)
+
+
+def write_report(results: dict, cmd: str, machine: str, date: str, write: bool = True) -> tuple[dict, str]:
+    """The summary and the page from the results; with `write`, docs/ablations.md, .json and the figures."""
+    summary = ab.summarise(results)
+    text = report(results, summary, cmd, machine, date)
+    page = DOCS / "ablations.md"
+    if page.exists():  # the hand-written sections (pre-registrations, the reading) are kept across re-renders
+        kept = "".join(m.group(0) for m in re.finditer(r"^## (?:Pre-registered|Reading the numbers).*?(?=^## )",
+                                                        page.read_text(), re.S | re.M))
+        text = text.replace("## Wall time\n", kept + "## Wall time\n", 1)
+    if write:
+        (DOCS / "figures").mkdir(parents=True, exist_ok=True)
+        figures(results, summary, DOCS / "figures")
+        atomic_write(DOCS / "ablations.json", json.dumps({"command": cmd, "machine": machine, "date": date, **results,
+                                                          "summary": summary}, indent=1, default=str).encode())
+        atomic_write(DOCS / "ablations.md", text.encode())
+    return summary, text
+
+
+def render(path: Path, write: bool = True) -> tuple[dict, dict]:
+    """The page again from a saved ablations.json, with today's summary code (nothing is trained).
+    The runs' date is the JSON's (older files have none: it is read from the page they wrote)."""
+    saved = json.loads(path.read_text())
+    cmd, machine, date = saved.pop("command"), saved.pop("machine"), saved.pop("date", None)
+    saved.pop("summary", None)
+    if date is None and (DOCS / "ablations.md").exists():
+        found = re.search(r"Date: ([0-9-]+ [0-9:]+ UTC)", (DOCS / "ablations.md").read_text())
+        date = found.group(1) if found else None
+    summary, text = write_report(saved, cmd, machine, date or "unknown", write=write)
+    print(text)
+    return saved, summary
 
 
 def figures(results: dict, summary: dict, folder: Path) -> list[Path]:
@@ -288,7 +424,25 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=1, help="train in this many processes of one torch thread "
                    "(2 on a 2-core CPU); the numbers are the same")
     p.add_argument("--worker-jobs", help=argparse.SUPPRESS)  # internal: one worker's jobs, as JSON
+    p.add_argument("--render", metavar="JSON", help="rewrite the page and figures from a saved ablations.json "
+                   "(nothing is trained or evaluated)")
+    p.add_argument("--add", metavar="JSON", help="run --studies that the saved ablations.json lacks and add them to "
+                   "it (the round-1 teachers are retrained and must match the saved ones)")
     args = p.parse_args(argv)
+    if args.render:
+        return render(Path(args.render), write=not args.no_write)
+    base = None
+    if args.add:
+        base = json.loads(Path(args.add).read_text())
+        cmd0, saved_date = base.pop("command"), base.pop("date", None)
+        if saved_date is None:   # older files: the date their page printed
+            found = re.search(r"Date: ([0-9-]+ [0-9:]+ UTC)", (DOCS / "ablations.md").read_text())
+            saved_date = found.group(1) if found else "unknown"
+        saved_machine = base.pop("machine")
+        base.pop("summary", None)
+        taken = [st for st in args.studies if base.get(st)]
+        if taken:
+            raise SystemExit(f"--add: {taken} already in {args.add}; --add runs studies it does not have yet")
     args.argv = list(argv) if argv is not None else sys.argv[1:]
     if args.workers < 1:
         raise SystemExit(f"--workers must be >= 1, got {args.workers}")
@@ -300,26 +454,27 @@ def main(argv=None):
         args.from_round1_seeds = list(args.rounds_seeds or args.seeds)
     if args.worker_jobs:
         torch.set_num_threads(1)
-        bank, other = ab.ablation_banks(device="cpu")
+        bank, other = ab.ablation_banks(ab.TINY_OTHER if "origin" in args.studies else None, device="cpu")
         ab.teachers(bank, other, "ablations", quick=args.quick)  # trained by the main process: reloaded
+        if "ucmopd_own" in args.studies:
+            ab.specialist(bank, "ablations", quick=args.quick)   # likewise (trained before the workers start)
         for job in json.loads(args.worker_jobs):
             train_job(bank, args, job)
         return None
+    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     cmd = command("bench.ablations", argv)
+    date = now
+    if base is not None:   # the page was made by the saved command, then this one
+        cmd, date = f"{cmd0}\n{cmd}", f"{saved_date}; {', '.join(args.studies)} added {now}"
+
+    machine = machine_line()
+    if base is not None and saved_machine != machine:   # each part says where it ran
+        machine = f"{saved_machine} ({', '.join(args.studies)} added on: {machine})"
 
     def write(results):
-        summary = ab.summarise(results)
-        text = report(results, summary, cmd, machine_line())
-        if args.no_write:
-            return summary, text
-        (DOCS / "figures").mkdir(parents=True, exist_ok=True)
-        figures(results, summary, DOCS / "figures")
-        atomic_write(DOCS / "ablations.json", json.dumps({"command": cmd, "machine": machine_line(), **results,
-                                                          "summary": summary}, indent=1, default=str).encode())
-        atomic_write(DOCS / "ablations.md", text.encode())
-        return summary, text
+        return write_report(results, cmd, machine, date, write=not args.no_write)
 
-    results = run(args, write)
+    results = run(args, write, base)
     summary, text = write(results)
     print(text)
     if not args.no_write:

@@ -16,7 +16,7 @@ import json
 import platform
 import time
 from pathlib import Path
-from statistics import mean, pstdev
+from statistics import mean
 
 import matplotlib
 
@@ -26,6 +26,7 @@ import torch  # noqa: E402
 
 import mopd_mini as mm  # noqa: E402
 from mopd_mini import plots  # noqa: E402
+from mopd_mini.stats import mean_sd  # noqa: E402
 from mopd_mini.evaluate import domain_score  # noqa: E402
 
 DOCS = Path("docs")
@@ -88,7 +89,7 @@ def main(argv=None):
 def score_row(table, names, lengths=None):
     """mean +/- std over seeds of the normalised score per domain and their mean."""
     per = [mm.normalised_scores(table, student=n, lengths=lengths) for n in names]
-    cell = lambda vals: f"{mean(vals):.2f} ± {pstdev(vals):.2f}" if len(vals) > 1 else f"{vals[0]:.2f}"  # noqa: E731
+    cell = lambda vals: "{:.2f} ± {:.2f}".format(*mean_sd(vals)) if len(vals) > 1 else f"{vals[0]:.2f}"  # noqa: E731
     return [cell([s[d]["normalised"] for s in per]) for d in ("binding", "recall")] + [cell([s["mean"] for s in per])]
 
 
@@ -119,7 +120,7 @@ def write(table, students, curves, traces, seconds, args):
         b, t, o = (domain_score(table, a, d) for a in ("base", f"teacher_{d}", f"teacher_{other}"))
         lines.append(f"| {d} (mean over L {', '.join(map(str, table['acc']['base'][d]))}) | {b:.2f} | {t:.2f} | {t - b:+.2f} | {o:.2f} |")
     lines += ["", "## Stage 3: the MOPD student, normalised score (student - base) / (teacher - base)", "",
-              f"Mean ± population std over seeds {args.seeds}; 1.0 = the domain's own teacher, 0 = the base.", "",
+              f"Mean ± sample std (ddof = 1) over seeds {args.seeds}; 1.0 = the domain's own teacher, 0 = the base.", "",
               "| loss | lengths | binding | recall | mean |", "| --- | --- | --- | --- | --- |"]
     for loss, names in students.items():
         for label, lengths in (("all evaluated", None), ("train length 16", TRAIN_L), ("held out", HELD_OUT)):

@@ -23,10 +23,13 @@ seed, so one bank holds every seed's runs, and runs/<experiment>/ reloads finish
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import replace
 
 import torch
 
+from . import stats
 from . import teachers as routing
 from .adapters import BASE, AdapterBank
 from .distill import MOPDConfig, train_student
@@ -163,6 +166,16 @@ def multi_round(bank: AdapterBank, seed: int, experiment: str = "ablations", fro
     return out
 
 
+def round1_control(bank: AdapterBank, seed: int, experiment: str = "ablations", quick: bool = False,
+                   steps: int = 300, **overrides) -> dict:
+    """The control multi_round lacks: a round-1 student (MOPD-PG from the base, the round-1
+    teachers) trained for TWICE the steps, student_pg_long_s<seed>, as many distillation steps
+    as the round-2 student started from the round-1 student has had in all."""
+    name = f"student_pg_long_s{seed}"
+    run = train_student(bank, student_config(name, seed, experiment, quick, 2 * steps, loss="pg", **overrides))
+    return {"runs": {name: {"steps": run.config.get("steps"), "seed": seed, "curve": _curve(run)}}}
+
+
 # ---------------------------------------------------------------------------------------------
 # 3. UCMOPD
 # ---------------------------------------------------------------------------------------------
@@ -193,17 +206,57 @@ def ucmopd_study(bank: AdapterBank, seed: int, experiment: str = "ablations", se
     return out
 
 
+SPECIALIST = "specialist_rb"
+"""UCMOPD's own setting: Cascade RL recall -> binding (GRPO on binding from a copy of the recall
+teacher), a binding specialist that forgets recall while specialising"""
+
+
+SPECIALIST_STEPS = 300
+"""its GRPO steps on binding (the baselines' Cascade RL second stage: the course's student budget)"""
+
+
+def specialist(bank: AdapterBank, experiment: str = "ablations", quick: bool = False,
+               steps: int = SPECIALIST_STEPS) -> str:
+    """The specialist that forgot (seed 0, shared by every seed, as the teachers are): the second
+    stage of the cascade recall -> binding, `steps` GRPO steps (the baselines' cascade budget)."""
+    train_teacher(bank, teacher_config("binding", 0, experiment, quick, steps, init_from="teacher_recall",
+                                       name=SPECIALIST, eval_domains=("recall",)))
+    return SPECIALIST
+
+
+def ucmopd_own(bank: AdapterBank, seed: int, experiment: str = "ablations", quick: bool = False,
+               steps: int | None = None, **overrides) -> dict:
+    """UCMOPD where its claim applies: every student starts from a copy of the specialist that
+    forgot recall; binding prompts are scored by the specialist itself (keep the specialty), recall
+    prompts by the recall teacher (the general capability to recover). Three students: plain MOPD
+    (1 rollout per prompt), MOPD with UCMOPD's rollout budget (4x the prompts per domain: as many
+    rollouts per step as UCMOPD's anchor + m = 3 explorations), and UCMOPD."""
+    start = specialist(bank, experiment, quick)
+    route = {"binding": start, "recall": "teacher_recall"}
+    per_domain = MOPDConfig.for_model("tiny").prompts_per_domain
+    arms = {"mopd": {}, "mopd_rollouts": {"prompts_per_domain": per_domain * (1 + ucmopd_options()["golden_gain"].samples)},
+            "ucmopd": ucmopd_options()}
+    out = {"specialist": start, "runs": {}}
+    for method, options in arms.items():
+        name = f"own_{method}_s{seed}"
+        run = train_student(bank, student_config(name, seed, experiment, quick, steps, teachers=route, init_from=start,
+                                                 **options, **overrides))
+        out["runs"][name] = {"method": method, "seed": seed, "curve": _curve(run)}
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # the numbers the report and the notebook show, from evaluated tables and curves
 # ---------------------------------------------------------------------------------------------
 
 
 def _mean_sd(values):
+    """(mean, sample std over seeds) of the values that are not None; (None, None) with none."""
     values = [v for v in values if v is not None]
     if not values:
         return None, None
-    m = sum(values) / len(values)
-    return m, (sum((v - m) ** 2 for v in values) / len(values)) ** 0.5
+    m, sd = stats.mean_sd(values)
+    return m, (None if math.isnan(sd) else sd)
 
 
 def score(table: dict, adapter: str, domain: str) -> float:
@@ -242,7 +295,7 @@ def origin_verdict(same_final: float, other_final: float, other_peak: float, kl_
 
 
 def summarise(results: dict) -> dict:
-    """Per-study numbers (mean and population std over seeds) from bench/ablations' results dict:
+    """Per-study numbers (mean and sample std over seeds, paired per-seed differences) from bench/ablations' results dict:
     {"table": evaluate table of every adapter (incl. "base"), "other_table": the other base's,
     "origin": {seed: origin_study}, "rounds": {seed: multi_round}, "ucmopd": {seed: ucmopd_study}}."""
     table, out = results["table"], {}
@@ -276,6 +329,7 @@ def summarise(results: dict) -> dict:
                              "step1_kl": _mean_sd([c[0]["kl/binding"] for c in curves]),
                              "per_seed_binding": [score(table, n, "binding") for n in names]}
             s, x = row["same"], row["other"]
+            row["paired_binding"] = stats.paired(row["other"]["per_seed_binding"], row["same"]["per_seed_binding"])
             row["verdict"] = origin_verdict(s["binding"][0], x["binding"][0], x["peak"][0], x["kl_first"][0],
                                             x["kl_last"][0])
             o["losses"][loss] = row
@@ -294,11 +348,30 @@ def summarise(results: dict) -> dict:
             mean = [(b + c) / 2 for b, c in zip(per["binding"], per["recall"])]
             r["rows"][label] = {"binding": _mean_sd(per["binding"]), "recall": _mean_sd(per["recall"]),
                                 "mean": _mean_sd(mean), "per_seed": mean}
+        first = r["rows"].get("round-1 student")
+        r["paired"] = {label: stats.paired(row["per_seed"], first["per_seed"]) for label, row in r["rows"].items()
+                       if first is not None and label != "round-1 student"}
+        if results.get("control"):
+            cseeds = [s for s in seeds if s in results["control"]]
+            names = {s: f"student_pg_long_s{s}" for s in cseeds if f"student_pg_long_s{s}" in table["acc"]}
+            if names:
+                per = {d: [norm(names[s], d) for s in names] for d in ("binding", "recall")}
+                mean = [(b + c) / 2 for b, c in zip(per["binding"], per["recall"])]
+                r["rows"]["round-1 student, twice the steps (control)"] = {
+                    "binding": _mean_sd(per["binding"]), "recall": _mean_sd(per["recall"]), "mean": _mean_sd(mean),
+                    "per_seed": mean}
+                by_seed = dict(zip(names, mean))
+                def seeded(label):  # {seed: per-seed mean} of a row, on the control's seeds
+                    row = r["rows"].get(label)
+                    return {} if row is None else {s: v for s, v in zip(seeds, row["per_seed"]) if s in by_seed}
+                r["control"] = {
+                    "from_round1_minus_control": stats.paired(seeded("round-2 student (from round-1 student)"), by_seed),
+                    "control_minus_round1": stats.paired(by_seed, seeded("round-1 student"))}
         r["paper"] = {"round-2 teachers": 1.030, "round-2 student (from base)": 0.986}
         out["rounds"] = r
     if results.get("ucmopd"):
         seeds = sorted(results["ucmopd"], key=int)
-        u = {"seeds": seeds, "settings": {}}
+        u = {"seeds": seeds, "settings": {}, "paired": {}}
         for setting in ("two", "preserve"):
             rows = {}
             for method in ("mopd", "ucmopd"):
@@ -316,8 +389,33 @@ def summarise(results: dict) -> dict:
                         vals = [sum(row[f"{key}/{d}"] for row in c) / len(c) for _, r in runs
                                 if (c := r.get("curve")) and f"{key}/{d}" in c[0]]
                         cell[f"{key}/{d}"] = _mean_sd(vals)
+                cell["per_seed"] = {r["seed"]: (norm(n, "binding") + norm(n, "recall")) / 2 for n, r in runs}
                 rows[method] = cell
+            if "mopd" in rows and "ucmopd" in rows:
+                u["paired"][setting] = stats.paired(rows["ucmopd"]["per_seed"], rows["mopd"]["per_seed"])
             if rows:
                 u["settings"][setting] = rows
         out["ucmopd"] = u
+    if results.get("ucmopd_own"):
+        seeds = sorted(results["ucmopd_own"], key=int)
+        own = {"seeds": seeds, "specialist": {d: score(table, SPECIALIST, d) for d in ("binding", "recall")}
+               if SPECIALIST in table["acc"] else None, "rows": {}, "per_seed": {}}
+        for method in ("mopd", "mopd_rollouts", "ucmopd"):
+            names = {s: f"own_{method}_s{s}" for s in seeds if f"own_{method}_s{s}" in table["acc"]}
+            if not names:
+                continue
+            per = {s: {d: score(table, n, d) for d in ("binding", "recall")} for s, n in names.items()}
+            own["rows"][method] = {"binding": _mean_sd([v["binding"] for v in per.values()]),
+                                   "recall": _mean_sd([v["recall"] for v in per.values()]),
+                                   "recall_normalised": _mean_sd([norm(n, "recall") for n in names.values()]),
+                                   "mean_normalised": _mean_sd([(norm(n, "binding") + norm(n, "recall")) / 2
+                                                                for n in names.values()])}
+            own["per_seed"][method] = per
+        ps = own["per_seed"]
+        if "ucmopd" in ps:
+            own["paired"] = {f"ucmopd minus {ref}": {d: stats.paired({s: v[d] for s, v in ps["ucmopd"].items()},
+                                                                     {s: v[d] for s, v in ps[ref].items()})
+                                                     for d in ("binding", "recall")}
+                             for ref in ("mopd_rollouts", "mopd") if ref in ps}
+        out["ucmopd_own"] = own
     return out

@@ -24,18 +24,22 @@ and the run's wall time of its training steps (no evaluations, no checkpoints) i
 
 `totals(metrics)` sums the counters over a run; `flops(totals, n_base, n_adapter)` estimates
 
-    FLOPs = 2 N (sample_prefill + generated + teacher_prefill)          forwards
-          + (2 N + 2 N + 4 n) trained                                   forward + LoRA backward
+    FLOPs = (2 N + 2 n) (sample_prefill + generated + teacher_prefill)  forwards through an adapter
+          + (4 N + 6 n) trained                                        forward + LoRA backward
 
 with N the base's parameters in matrix multiplies (the tied LM head counted once, the embedding
-lookup not) and n the adapter's: a forward costs 2 N per token (a multiply and an add per
-weight); the backward of a LoRA run propagates activation gradients through every frozen layer
-(dX = dY W^T: 2 N) but computes weight gradients for the adapter only (dA, dB: 2 n), and the
-adapter's own forward and input-gradient add another 2 n. Full fine-tuning would be 6 N. Not
-counted: attention scores (2 x layers x context x width per token; a few % at these lengths),
-the LM head over positions that `logits_to_keep` skips, activation checkpointing's extra
-forward (+2 N per trained token when on), and the periodic evaluations (diagnostics, not
-training; they are excluded from Run.seconds too).
+lookup not) and n the adapter's. A forward costs 2 per weight and token (a multiply and an add),
+through the frozen base (2 N) and the adapter (2 n): every model here, sampler, student or
+teacher, is an adapter on the base. A trained token adds the backward: activation gradients
+through every frozen layer (dX = dY W^T: 2 N) and through the adapter (2 n), and weight gradients
+for the adapter only (dA, dB: 2 n), so 2 N + 2 n forward and 2 N + 4 n backward. Full fine-tuning
+would be 6 N. Conventions, stated: a teacher scored with merged weights (the tiny path's
+`teachers.merged_weights`) really costs 2 N a token, not 2 N + 2 n; the estimate counts every
+teacher as an adapter, which is what it is at Qwen3-1.7B's size. Not counted: attention scores
+(2 x layers x context x width per token; a few % at these lengths), the LM head over positions
+that `logits_to_keep` skips, activation checkpointing's extra forward (+2 N + 2 n per trained
+token when on), and the periodic evaluations (diagnostics, not training; they are excluded from
+Run.seconds too).
 """
 
 from __future__ import annotations
@@ -43,8 +47,8 @@ from __future__ import annotations
 from .rollout import Rollout
 
 KINDS = ("sample_prefill_tokens", "generated_tokens", "teacher_prefill_tokens", "trained_tokens", "loss_tokens")
-FORMULA = ("FLOPs = 2N x (sampler prefill + generated + teacher prefill) tokens + (4N + 4n) x trained tokens; "
-           "N = base matmul parameters, n = adapter parameters")
+FORMULA = ("FLOPs = (2N + 2n) x (sampler prefill + generated + teacher prefill) tokens + (4N + 6n) x trained "
+           "tokens; N = base matmul parameters, n = adapter parameters")
 
 
 def _distinct_prompt_tokens(rollout: Rollout) -> int:
@@ -112,4 +116,4 @@ def flops(total: dict, N: int, n: int) -> float:
     """The estimate written in the module docstring (and in FORMULA)."""
     forward = total.get("cost/sample_prefill_tokens", 0) + total.get("cost/generated_tokens", 0) \
         + total.get("cost/teacher_prefill_tokens", 0)
-    return 2 * N * forward + (4 * N + 4 * n) * total.get("cost/trained_tokens", 0)
+    return (2 * N + 2 * n) * forward + (4 * N + 6 * n) * total.get("cost/trained_tokens", 0)

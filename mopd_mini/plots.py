@@ -19,10 +19,13 @@ functions compute nothing that the library does not already log.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+
+from .stats import mean_sd
 
 COLORS = {"base": "#7f7f7f", "teacher_binding": "#1f77b4", "teacher_recall": "#ff7f0e", "student": "#2ca02c"}
 FIGURES = Path("figures")
@@ -307,9 +310,12 @@ def baselines_view(rep: dict) -> dict:
     lengths); cost panels {stage | pipeline: {method: (mean FLOPs, mean score, std)}}; the val
     curves averaged over seeds {method: (x, mean normalised)} with x = prompts seen (or the second
     stage's step for the cascades, per domain); and the merge grid {how: {setting: {domain: score}}}."""
-    def stats(vals):
+    def stats(vals):  # (mean, sample std over seeds; 0 with one seed, so no error bar is drawn)
         vals = [v for v in vals if v is not None]
-        return (float(np.mean(vals)), float(np.std(vals))) if vals else (float("nan"), 0.0)
+        if not vals:
+            return float("nan"), 0.0
+        m, sd = mean_sd(vals)
+        return m, (0.0 if math.isnan(sd) else sd)
 
     scores, panels = {}, {"the stage alone": {}, "the whole pipeline (teachers included)": {}}
     for m, per_seed in rep["rows"].items():

@@ -6,6 +6,7 @@ import importlib
 import json
 
 import pytest
+from pathlib import Path
 
 SCRIPTS = {  # module: arguments of its smallest run
     "step_vs_sft": ["--quick"],
@@ -83,6 +84,7 @@ def test_baselines_protocol_runs_and_writes_its_page(monkeypatch, tmp_path):
     assert all(len(rep["grid"][m]) == len(baselines.QUICK.lrs) for m in baselines.TRAINED)
     page = (out / "baselines.md").read_text()
     assert "| MOPD-PG |" in page and "0.937" in page and "MOPD-PG over RFT" in page
+    assert "paired by seed" in page and "t = 12.71 with 2 seeds" in page   # the paired intervals
     assert {f.name for f in (out / "figures").iterdir()} == {f"baselines_{k}.png" for k in
                                                             ("scores", "cost", "forgetting", "efficiency", "merge_sweep")}
     for per in rep["rows"]["rft"].values():   # RFT's stage cost includes the teachers' sampling
@@ -104,6 +106,21 @@ def test_ablations_quick(monkeypatch, tmp_path):
     assert {"origin", "rounds", "ucmopd"} <= set(summary)
     assert summary["origin"]["initial_kl"]["ratio"][0] > 0
     assert set(summary["ucmopd"]["settings"]) == {"two", "preserve"}
+    assert "round-1 student, twice the steps (control)" in summary["rounds"]["rows"]   # the multi-round control
+
+
+def test_ablations_page_renders_from_the_saved_json(capsys):
+    """bench.ablations --render: the committed docs/ablations.json gives its page again, with the
+    paired per-seed intervals (nothing trained, nothing written)."""
+    ablations = importlib.import_module("bench.ablations")
+    root = Path(__file__).parents[1]
+    _, summary = ablations.render(root / "docs" / "ablations.json", write=False)
+    text = capsys.readouterr().out
+    paired = summary["rounds"]["paired"]["round-2 student (from round-1 student)"]
+    assert paired["n"] == 3 and len(paired["per_seed"]) == 3
+    assert set(summary["ucmopd"]["paired"]) == {"two", "preserve"}
+    assert "95% t-interval over 3 seeds" in text and "sample std (ddof = 1)" in text
+    assert "Reading the numbers" in text                      # the hand-written reading is kept
 
 
 def test_baselines_evals_merge_the_workers_files(tmp_path):

@@ -91,11 +91,13 @@ def test_offline_counts_match_a_hand_count(teacher_bank):
 
 
 def test_flops_formula_and_parameter_count(bank):
-    """2N per forward token; 4N + 4n per trained token; N counts every matmul weight of the base
-    once (tied head included), n the adapter's LoRA weights."""
+    """2N + 2n per forward token (every model is an adapter on the base); 4N + 6n per trained token
+    (the adapter's forward, its input gradient and its weight gradient: 2n each); N counts every
+    matmul weight of the base once (tied head included), n the adapter's LoRA weights."""
     total = {"cost/sample_prefill_tokens": 10, "cost/generated_tokens": 5, "cost/teacher_prefill_tokens": 7,
              "cost/trained_tokens": 3}
-    assert cost.flops(total, N=100, n=4) == 2 * 100 * 22 + (400 + 16) * 3
+    assert cost.flops(total, N=100, n=4) == (200 + 8) * 22 + (400 + 24) * 3
+    assert cost.flops(total, N=100, n=0) == 200 * 22 + 400 * 3          # no adapter: the base alone
     cfg = bank.base.config
     d, f, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
     heads = cfg.num_attention_heads * cfg.head_dim
