@@ -1,7 +1,13 @@
-"""`python -m mopd_mini.course` (make course) runs each notebook in a kernel that talks over IPC:
-no "TCP without encryption" warning per notebook, and a failing cell still fails loudly."""
+"""`python -m mopd_mini.course` (make course), the notebook re-run test and nbmake (`pytest -p
+mopd_mini.course --nbmake`) execute notebooks with `course.HeadlessClient`: a kernel that talks over
+IPC (no "TCP without encryption" warning), widget cells that run headless, and a cell that fails,
+naming itself, when its kernel stops answering (jupyter/nbclient#312: a missed wake-up used to cost
+the whole cell timeout, 30 minutes, and then pass)."""
 
+import asyncio
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -10,7 +16,17 @@ pytest.importorskip("nbclient")
 
 from mopd_mini import course  # noqa: E402
 
-pytestmark = pytest.mark.skipif(os.name == "nt", reason="no IPC transport on Windows")
+pytestmark = pytest.mark.skipif(os.name == "nt", reason="no IPC transport, no SIGSTOP on Windows")
+
+WIDGET_CELL = """
+import matplotlib.pyplot as plt
+from ipywidgets import IntSlider, interact
+
+def show(k=3):
+    plt.figure(figsize=(2, 1)); plt.bar(range(k), range(k)); plt.show()
+
+interact(show, k=IntSlider(value=3, min=1, max=5));
+"""
 
 
 def notebook(tmp_path, *sources):
@@ -38,3 +54,84 @@ def test_a_failing_cell_still_fails_the_course(tmp_path):
     book = notebook(tmp_path, "raise ValueError('a real error')")
     with pytest.raises(CellExecutionError, match="a real error"):
         course.execute(book, tmp_path / "out")
+
+
+def test_widget_cells_run_headless_and_keep_their_figures(tmp_path):
+    """interact draws into an Output widget, whose nbclient mimic sends on the shell socket while
+    the reply is awaited there: the cells complete and each figure is in its widget's state."""
+    book = notebook(tmp_path, "%matplotlib inline", WIDGET_CELL, WIDGET_CELL, "print('after the widgets')")
+    client = course.execute(book, None)
+    figures = [o for state in client.widget_state.values() for o in state.get("outputs", [])
+               if "image/png" in o.get("data", {})]
+    assert len(figures) == 2
+    assert client.nb.cells[-1].outputs[0]["text"] == "after the widgets\n"
+
+
+class DeafShellClient(course.HeadlessClient):
+    """Every wake-up of the shell socket is missed, as in nbclient#312: its poll sleeps out the
+    whole timeout it is given, then looks once (what pyzmq's timed poll does when it missed it)."""
+
+    async def async_start_new_kernel_client(self):
+        kc = await super().async_start_new_kernel_client()
+        socket, poll = kc.shell_channel.socket, kc.shell_channel.socket.poll
+        self.asked = []
+
+        async def deaf_poll(timeout=None, flags=1):
+            self.asked.append(timeout)
+            await asyncio.sleep(timeout / 1000)
+            return await poll(0, flags)
+
+        socket.poll = deaf_poll
+        return kc
+
+
+def test_a_missed_wake_up_costs_one_poll_slice_not_the_cell_timeout(tmp_path):
+    book = notebook(tmp_path, "x = 6 * 7", "print(x)", WIDGET_CELL)
+    nb = nbformat.read(book, as_version=4)
+    with course.local_kernel_config() as config:
+        client = DeafShellClient(nb, timeout=300, poll_slice=0.2, kernel_name="python3", config=config,
+                                 resources={"metadata": {"path": str(book.parent)}})
+        client.execute()
+    assert nb.cells[1].outputs[0]["text"] == "42\n"
+    assert client.asked and max(client.asked) <= 200          # never asked to wait longer than a slice
+    assert client.missed_wakeups >= 3    # each cell's reply was found at a slice's end (and kernel_info's)
+
+
+def test_a_stopped_kernel_fails_within_the_silence_limit_naming_the_cell(tmp_path):
+    from nbclient.exceptions import CellTimeoutError
+
+    book = notebook(tmp_path, "print('fine')", "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)",
+                    "print('never')")
+    with pytest.raises(CellTimeoutError) as err:
+        course.execute(book, None, timeout=600, silence_limit=2, shutdown_kernel="immediate")
+    message = str(err.value)
+    assert message.startswith("cell 1: ")
+    assert "has not answered its heartbeat for 2 s" in message and "signal.SIGSTOP" in message
+
+
+def test_a_dead_kernel_names_the_cell(tmp_path):
+    from nbclient.exceptions import DeadKernelError
+
+    book = notebook(tmp_path, "print('fine')", "import os\nos._exit(3)")
+    with pytest.raises(DeadKernelError, match=r"^cell 1: Kernel died") as err:
+        course.execute(book, None)
+    assert "os._exit(3)" in str(err.value)
+
+
+def test_the_pytest_plugin_gives_nbmake_the_headless_client(monkeypatch):
+    nb_run = pytest.importorskip("nbmake.nb_run")
+    monkeypatch.setattr(nb_run, "NotebookClient", nb_run.NotebookClient)   # restored after the test
+    course.pytest_configure(None)
+    assert nb_run.NotebookClient is course.HeadlessClient
+    with pytest.raises(RuntimeError, match="cannot be given"):              # not silently a no-op
+        course.pytest_configure(None)
+
+
+def test_nbmake_with_the_plugin_names_the_cell_that_timed_out(tmp_path):
+    pytest.importorskip("nbmake")
+    book = notebook(tmp_path, "print('fine')", "import time\ntime.sleep(60)")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "mopd_mini.course", "--nbmake",
+                          "--nbmake-timeout=2", "-q", "-p", "no:cacheprovider", str(book)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "cell 1: A cell timed out" in run.stdout, run.stdout
