@@ -75,6 +75,26 @@ def run_once(book: Path, client: str, cell_timeout: int) -> dict:
     return row
 
 
+def summarise(rows: list, args, restarts: int) -> dict:
+    times = [r["seconds"] for r in rows]
+    later = times[1:] or times      # the first run trains the teachers the others reload
+    return {
+        "runs": len(rows), "failed": sum(not r["ok"] for r in rows),
+        "first_run_s": times[0] if times else None,
+        "later_runs_s": {"min": min(later), "median": statistics.median(later), "max": max(later)} if later else None,
+        "stalled_runs": sum(r["seconds"] >= args.cell_timeout for r in rows),
+        "missed_wakeups": None if args.client == "stock" else sum(r["missed_wakeups"] or 0 for r in rows),
+        "slowest_cell_s": max((r["slowest_cell"]["seconds"] for r in rows), default=None),
+        "competitor_restarts": restarts,
+    }
+
+
+def write(args, rows: list, summary: dict) -> None:
+    if args.json:
+        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "runs": rows,
+                                         "summary": summary}, indent=1))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--notebook", default="04_loss_lab", help="the notebook's name, without .ipynb")
@@ -112,27 +132,16 @@ def main(argv=None):
             print(f"run {i + 1:2}: {row['seconds']:6.1f} s  slowest cell {slow['cell']} ({slow['seconds']:.0f} s)  "
                   f"missed wake-ups {row['missed_wakeups']}  load {row['load']}  "
                   f"{'ok' if row['ok'] else row['error']}", flush=True)
+            write(args, rows, summarise(rows, args, restarts))    # an interrupted soak keeps its runs
     finally:
         if competitor is not None:
             competitor.kill()
             competitor.wait()
         shutil.rmtree(work, ignore_errors=True)
 
-    times = [r["seconds"] for r in rows]
-    later = times[1:] or times      # the first run trains the teachers the others reload
-    summary = {
-        "runs": len(rows), "failed": sum(not r["ok"] for r in rows),
-        "first_run_s": times[0] if times else None,
-        "later_runs_s": {"min": min(later), "median": statistics.median(later), "max": max(later)} if later else None,
-        "stalled_runs": sum(r["seconds"] >= args.cell_timeout for r in rows),
-        "missed_wakeups": None if args.client == "stock" else sum(r["missed_wakeups"] or 0 for r in rows),
-        "slowest_cell_s": max((r["slowest_cell"]["seconds"] for r in rows), default=None),
-        "competitor_restarts": restarts,
-    }
+    summary = summarise(rows, args, restarts)
     print(json.dumps(summary))
-    if args.json:
-        args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "runs": rows,
-                                         "summary": summary}, indent=1))
+    write(args, rows, summary)
     return 1 if summary["failed"] else 0
 
 

@@ -29,22 +29,28 @@ from queue import Empty
 
 try:
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+    from nbclient.exceptions import CellExecutionComplete, CellTimeoutError, DeadKernelError
     from traitlets import Float, Integer
 except ImportError as err:  # pragma: no cover
     raise SystemExit(f"running the notebooks needs the notebooks extra ({err.name} is missing): "
                      "pip install -e '.[notebooks]'") from err
 
-CELL_TIMEOUT = 600
-"""seconds one cell may run before a headless run fails naming it (nbclient's per-cell timeout).
-The slowest cell measured: MEASURED_BELOW (docs/reliability.md); 1800 s, the old
-limit, let one stalled cell cost half an hour."""
+CELL_TIMEOUT = 1200
+"""seconds one cell may run before a headless run fails naming it (nbclient's per-cell timeout): a
+backstop for a cell that computes forever, since a kernel that stops answering is caught sooner
+(IDLE_GRACE, SILENCE_LIMIT). Generous on purpose: on this project's 2 shared cores at a load
+average of 8 to 12, the CI mode's teacher-training cells (02 cell 8, 04 cell 2) ran past 600 s
+(docs/reliability.md, "Headless notebook runs"); 1800 s, the old limit, was what a stall cost."""
 
 POLL_SLICE = 1.0
 """seconds of one wait on a kernel socket. pyzmq's asyncio poll can miss the wake-up for a reply
 that has arrived (nbclient's Output-widget mimic sends on the shell socket while the reply is
 awaited on it); a timed poll ends with a zero-timeout check that finds the reply. So every wait
 is a loop of polls this long, and a missed wake-up costs at most this, not the cell's timeout."""
+
+IDLE_GRACE = 30.0
+"""seconds the reply to a cell may lag the kernel's "idle" after it before the run fails naming
+the cell: the stall of jupyter/nbclient#312 exactly (the kernel idle, the client still waiting)"""
 
 SILENCE_LIMIT = 60.0
 """seconds the kernel's heartbeat may go unanswered while a cell runs before the run fails naming
@@ -80,8 +86,9 @@ class HeadlessClient(NotebookClient):
     1. Every wait on the kernel's shell and IOPub sockets is a loop of `poll_slice`-second
        polls (jupyter/nbclient#312; nbclient PR #311 did this for the untimed wait only): a
        missed wake-up is recovered at the end of the slice and counted in `missed_wakeups`.
-    2. Between two polls for a cell's reply, the kernel's heartbeat is checked; silent for
-       `silence_limit` seconds, the cell fails (CellTimeoutError, which nbmake reports with
+    2. Between two polls for a cell's reply, the kernel is checked: its reply more than
+       `idle_grace` seconds late after its "idle" status, or its heartbeat silent for
+       `silence_limit` seconds, and the cell fails (CellTimeoutError, which nbmake reports with
        the cell's index). A cell fails after `timeout` seconds (default CELL_TIMEOUT; a
        timeout of None or 0 means CELL_TIMEOUT, not "wait forever"), and when the kernel dies
        (nbclient's check, every second). Each message starts with "cell <index>" and shows
@@ -89,12 +96,14 @@ class HeadlessClient(NotebookClient):
 
     timeout = Integer(CELL_TIMEOUT, allow_none=True).tag(config=True)
     poll_slice = Float(POLL_SLICE, help="seconds of one poll of a kernel socket").tag(config=True)
+    idle_grace = Float(IDLE_GRACE, help="seconds a reply may lag the kernel's idle").tag(config=True)
     silence_limit = Float(SILENCE_LIMIT, help="seconds of an unanswered heartbeat that fail a cell").tag(config=True)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.missed_wakeups = 0    # replies found at the end of a slice instead of when they came
-        self._silent = None        # why the current cell stopped waiting, when the heartbeat did it
+        self._silent = None        # why the current cell stopped waiting, when a liveness check did it
+        self._idle_at = None       # when the kernel said "idle" after the current cell
 
     async def async_start_new_kernel_client(self):
         kc = await super().async_start_new_kernel_client()
@@ -104,8 +113,8 @@ class HeadlessClient(NotebookClient):
 
     async def _get_msg(self, channel, get_now, watch, timeout=None):
         """channel.get_msg(timeout) as polls of at most poll_slice seconds; `watch`: between
-        two, raise Empty (nbclient's timeout path, which names the cell) once the heartbeat
-        has been silent for silence_limit seconds."""
+        two, raise Empty (nbclient's timeout path, which names the cell) when a liveness check
+        fails (self._stopped)."""
         start = time.monotonic()
         silent_since = None
         while True:
@@ -120,22 +129,36 @@ class HeadlessClient(NotebookClient):
                 raise Empty
             if watch:
                 silent_since = None if self.kc.hb_channel.is_beating() else silent_since or time.monotonic()
-                if silent_since is not None and time.monotonic() - silent_since >= self.silence_limit:
-                    self._silent = (f"the kernel has not answered its heartbeat for {self.silence_limit:g} s "
-                                    "(stopped or frozen)")
+                self._silent = self._stopped(silent_since)
+                if self._silent:
                     raise Empty
+
+    def _stopped(self, silent_since):
+        """Why the kernel is taken to have stopped answering, or None."""
+        now = time.monotonic()
+        if self._idle_at is not None and now - self._idle_at >= self.idle_grace:
+            return f"the kernel went idle after the cell but its reply did not come in {self.idle_grace:g} s"
+        if silent_since is not None and now - silent_since >= self.silence_limit:
+            return f"the kernel has not answered its heartbeat for {self.silence_limit:g} s (stopped or frozen)"
+        return None
+
+    def process_message(self, msg, cell, cell_index):
+        try:
+            return super().process_message(msg, cell, cell_index)
+        except CellExecutionComplete:       # the kernel's "idle" after this cell
+            self._idle_at = time.monotonic()
+            raise
 
     def _get_timeout(self, cell):
         return super()._get_timeout(cell) or CELL_TIMEOUT
 
     async def async_execute_cell(self, cell, cell_index, *args, **kwargs):
-        self._silent = None
+        self._silent = self._idle_at = None
         try:
             return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
         except CellTimeoutError as err:
-            if self._silent:
-                err = CellTimeoutError.error_from_timeout_and_cell(self._silent, self.silence_limit, cell)
-            raise CellTimeoutError(f"cell {cell_index}: {err}") from None
+            why = f"{self._silent}. The cell:\n{cell.source}" if self._silent else err
+            raise CellTimeoutError(f"cell {cell_index}: {why}") from None
         except DeadKernelError as err:
             raise DeadKernelError(f"cell {cell_index}: {err} while it ran:\n{cell.source}") from None
 

@@ -69,32 +69,55 @@ def test_widget_cells_run_headless_and_keep_their_figures(tmp_path):
 
 class DeafShellClient(course.HeadlessClient):
     """Every wake-up of the shell socket is missed, as in nbclient#312: its poll sleeps out the
-    whole timeout it is given, then looks once (what pyzmq's timed poll does when it missed it)."""
+    whole timeout it is given, then looks once (what pyzmq's timed poll does when it missed it).
+    For a cell whose source holds LOST, it never looks: the reply is lost."""
 
     async def async_start_new_kernel_client(self):
         kc = await super().async_start_new_kernel_client()
         socket, poll = kc.shell_channel.socket, kc.shell_channel.socket.poll
-        self.asked = []
+        self.asked, self.lose = [], False
 
         async def deaf_poll(timeout=None, flags=1):
             self.asked.append(timeout)
             await asyncio.sleep(timeout / 1000)
-            return await poll(0, flags)
+            return 0 if self.lose else await poll(0, flags)
 
         socket.poll = deaf_poll
         return kc
 
+    async def async_execute_cell(self, cell, cell_index, *args, **kwargs):
+        self.lose = "LOST" in cell.source
+        return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
 
-def test_a_missed_wake_up_costs_one_poll_slice_not_the_cell_timeout(tmp_path):
-    book = notebook(tmp_path, "x = 6 * 7", "print(x)", WIDGET_CELL)
+
+def run_deaf(book, **options):
     nb = nbformat.read(book, as_version=4)
     with course.local_kernel_config() as config:
-        client = DeafShellClient(nb, timeout=300, poll_slice=0.2, kernel_name="python3", config=config,
-                                 resources={"metadata": {"path": str(book.parent)}})
-        client.execute()
-    assert nb.cells[1].outputs[0]["text"] == "42\n"
-    assert client.asked and max(client.asked) <= 200          # never asked to wait longer than a slice
+        client = DeafShellClient(nb, kernel_name="python3", config=config,
+                                 resources={"metadata": {"path": str(book.parent)}}, **options)
+        try:
+            client.execute()
+        finally:
+            client.nb = nb
+    return client
+
+
+def test_a_missed_wake_up_costs_one_poll_slice_not_the_cell_timeout(tmp_path):
+    client = run_deaf(notebook(tmp_path, "x = 6 * 7", "print(x)", WIDGET_CELL), timeout=300, poll_slice=0.2)
+    assert client.nb.cells[1].outputs[0]["text"] == "42\n"
+    assert client.asked and max(client.asked) <= 200      # never asked to wait longer than a slice
     assert client.missed_wakeups >= 3    # each cell's reply was found at a slice's end (and kernel_info's)
+
+
+def test_a_reply_lost_after_the_kernel_went_idle_fails_naming_the_cell(tmp_path):
+    """The stall of the issue: the kernel idle, the client waiting; it used to last the cell timeout."""
+    from nbclient.exceptions import CellTimeoutError
+
+    book = notebook(tmp_path, "print('fine')", "print('LOST')", "print('never')")
+    with pytest.raises(CellTimeoutError) as err:
+        run_deaf(book, timeout=600, poll_slice=0.2, idle_grace=1, shutdown_kernel="immediate")
+    assert str(err.value).startswith("cell 1: the kernel went idle after the cell but its reply did not come in 1 s")
+    assert "print('LOST')" in str(err.value)
 
 
 def test_a_stopped_kernel_fails_within_the_silence_limit_naming_the_cell(tmp_path):
