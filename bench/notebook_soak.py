@@ -5,6 +5,7 @@ notebook runs").
     python -m bench.notebook_soak                                   # 04_loss_lab x 30, CI mode, a teacher trains beside it
     python -m bench.notebook_soak --runs 5 --compete matmul         # a torch matmul loop competes instead
     python -m bench.notebook_soak --client stock --cell-timeout 120 # nbclient's own client: a stall costs the cell timeout
+    python -m bench.notebook_soak --widget-cells 200 [--no-output-mimic]   # the cause, counted (below)
 
 Each run executes the notebook in a fresh kernel, in a temporary copy of it (one folder for the
 whole soak, so its runs/ hold the teachers the first run trains and later runs reload, as
@@ -13,6 +14,11 @@ headless` (the default) is mopd_mini.course.HeadlessClient, what every runner of
 it counts the replies it found only at the end of a poll slice (a missed wake-up: with nbclient's
 own client, each would have waited out the whole cell timeout and then passed). A run that fails
 (a cell error, a timeout, a silent heartbeat) is reported with its message and the soak goes on.
+
+`--widget-cells N` executes instead, once, a notebook of N copies of an `interact` cell that draws
+a figure (what widgets.gradient_panel does) and counts the missed wake-ups; `--no-output-mimic`
+turns off nbclient's Output-widget mimic (its `widget_registry`), whose sends on the shell socket
+while the reply is awaited there are what loses the wake-ups.
 """
 
 from __future__ import annotations
@@ -95,6 +101,35 @@ def write(args, rows: list, summary: dict) -> None:
                                          "summary": summary}, indent=1))
 
 
+WIDGET_CELL = """
+import matplotlib.pyplot as plt
+from ipywidgets import IntSlider, interact
+
+def show(k=3):
+    plt.figure(figsize=(3, 2)); plt.bar(range(k), range(k)); plt.show()
+
+interact(show, k=IntSlider(value=3, min=1, max=6));
+"""
+
+
+def count_missed_wakeups(cells: int, mimic: bool) -> dict:
+    """One kernel, `cells` interact cells: how many replies HeadlessClient found only at a slice's end."""
+    work = Path(tempfile.mkdtemp(prefix="mopd-widgets-"))
+    book = work / "widgets.ipynb"
+    code = ["%matplotlib inline"] + [WIDGET_CELL] * cells
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in code])
+    start = time.time()
+    with course.local_kernel_config() as config:
+        client = course.HeadlessClient(nb, kernel_name="python3", config=config,
+                                       resources={"metadata": {"path": str(work)}})
+        if not mimic:
+            client.widget_registry = {}
+        client.execute()
+    shutil.rmtree(work, ignore_errors=True)
+    return {"cells": cells, "output_mimic": mimic, "missed_wakeups": client.missed_wakeups,
+            "seconds": round(time.time() - start, 1), "load": round(os.getloadavg()[0], 1)}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--notebook", default="04_loss_lab", help="the notebook's name, without .ipynb")
@@ -105,7 +140,12 @@ def main(argv=None):
                    help="mopd_mini.course.HeadlessClient, or nbclient's NotebookClient as it ships")
     p.add_argument("--cell-timeout", type=int, default=course.CELL_TIMEOUT, help="seconds per cell")
     p.add_argument("--json", type=Path, help="write every run's row and the summary here")
+    p.add_argument("--widget-cells", type=int, help="count missed wake-ups over this many interact cells instead")
+    p.add_argument("--no-output-mimic", action="store_true", help="with --widget-cells: nbclient's Output mimic off")
     args = p.parse_args(argv)
+    if args.widget_cells:
+        print(json.dumps(count_missed_wakeups(args.widget_cells, mimic=not args.no_output_mimic)))
+        return 0
 
     if args.full:
         os.environ.pop("MOPD_FAST", None)

@@ -150,11 +150,14 @@ def test_the_pytest_plugin_gives_nbmake_the_headless_client(monkeypatch):
         course.pytest_configure(None)
 
 
+@pytest.mark.slow
 def test_nbmake_with_the_plugin_names_the_cell_that_timed_out(tmp_path):
+    """`pytest -p mopd_mini.course --nbmake` as `make test` runs it (a subprocess: it imports torch
+    through mopd_mini, about 10 s on a quiet CPU, a minute on a loaded one)."""
     pytest.importorskip("nbmake")
     book = notebook(tmp_path, "print('fine')", "import time\ntime.sleep(60)")
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "mopd_mini.course", "--nbmake",
                           "--nbmake-timeout=2", "-q", "-p", "no:cacheprovider", str(book)],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "cell 1: A cell timed out" in run.stdout, run.stdout
