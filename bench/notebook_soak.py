@@ -9,7 +9,8 @@ notebook runs").
 
 Each run executes the notebook in a fresh kernel, in a temporary copy of it (one folder for the
 whole soak, so its runs/ hold the teachers the first run trains and later runs reload, as
-tests/test_notebook_reruns.py does), in the CI mode (MOPD_FAST=1) unless --full. `--client
+tests/test_notebook_reruns.py does), in the CI mode (MOPD_FAST=1) unless --full, with one torch
+thread in the kernel (OMP_NUM_THREADS=1 unless set, as that test runs it). `--client
 headless` (the default) is mopd_mini.course.HeadlessClient, what every runner of the course uses;
 it counts the replies it found only at the end of a poll slice (a missed wake-up: with nbclient's
 own client, each would have waited out the whole cell timeout and then passed). A run that fails
@@ -152,6 +153,7 @@ def main(argv=None):
     else:
         os.environ["MOPD_FAST"] = "1"           # inherited by the kernels
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")   # the kernel's, as tests/test_notebook_reruns.py sets it
     work = Path(tempfile.mkdtemp(prefix="mopd-soak-"))
     book = work / "notebooks" / f"{args.notebook}.ipynb"
     book.parent.mkdir()
