@@ -39,7 +39,7 @@ CELL_TIMEOUT = 1200
 """seconds one cell may run before a headless run fails naming it (nbclient's per-cell timeout): a
 backstop for a cell that computes forever, since a kernel that stops answering is caught sooner
 (IDLE_GRACE, SILENCE_LIMIT). Generous on purpose: on this project's 2 shared cores at a load
-average of 8 to 12, the CI mode's teacher-training cells (02 cell 8, 04 cell 2) ran past 600 s
+average of 8 to 12 (torch's default 2 threads in the kernel), the CI mode's teacher-training cells (02 cell 8, 04 cell 2) ran past 600 s
 (docs/reliability.md, "Headless notebook runs"); 1800 s, the old limit, was what a stall cost."""
 
 POLL_SLICE = 1.0
