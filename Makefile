@@ -41,10 +41,13 @@ lab: install
 
 # Unit tests, short end-to-end runs, kill-and-resume, notebook re-runs (on 2 workers); then every
 # notebook top to bottom with nbmake, in order (02 trains the teachers that 03 and 04 reload),
-# all in the CI mode (MOPD_FAST=1: fewer steps, same code paths).
+# all in the CI mode (MOPD_FAST=1: fewer steps, same code paths). `-p mopd_mini.course` gives
+# nbmake the course's HeadlessClient (nbmake has no option for a client): a cell whose kernel stops
+# answering fails, named, in 30-60 s, one that computes too long after 1200 s (nbmake's timeout is
+# per cell: course.CELL_TIMEOUT), instead of a widget cell stalling for the whole timeout.
 test: install check-verl
 	MOPD_FAST=1 $(PY) -m pytest -n 2 tests
-	MOPD_FAST=1 $(PY) -m pytest --nbmake --nbmake-timeout=1800 notebooks
+	MOPD_FAST=1 $(PY) -m pytest -p mopd_mini.course --nbmake --nbmake-timeout=1200 notebooks
 	$(MAKE) --no-print-directory check-package PY=$(PY)
 
 # The built package works outside the checkout: a wheel installed (not editable) in a fresh venv,

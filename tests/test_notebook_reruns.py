@@ -5,7 +5,10 @@ mode (MOPD_FAST=1), without an error: no stacked adapters, no "already exists", 
 The notebooks run in a copy of notebooks/ in a temporary folder (one per test session), so their
 runs/ and figures/ start empty and a stale run folder from an older version of the code cannot
 make this test pass or fail; a notebook that trains reuses the runs of an earlier one in the same
-session, as in the course. About 1-3 minutes per notebook on a CPU.
+session, as in the course. About 1-3 minutes per notebook on a CPU. They run through
+`mopd_mini.course.execute` (its HeadlessClient), as `make course` runs them: a cell whose kernel
+stops answering fails within `course.CELL_TIMEOUT`, or the heartbeat's silence limit, naming the
+cell, instead of waiting out half an hour (jupyter/nbclient#312).
 """
 
 import copy
@@ -17,7 +20,9 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
-from mopd_mini.course import local_kernel_config  # noqa: E402
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError  # noqa: E402
+
+from mopd_mini import course  # noqa: E402
 
 NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -33,9 +38,10 @@ def course_dir(tmp_path_factory):
 
 
 def failed_cell(nb) -> int | None:
-    """Index of the first cell whose outputs hold an error."""
+    """Index of the first cell whose outputs hold an error or that never got its reply (a timeout)."""
     return next((i for i, cell in enumerate(nb.cells)
-                 if any(o.get("output_type") == "error" for o in cell.get("outputs", []))), None)
+                 if any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+                 or "shell.execute_reply" not in cell.get("metadata", {}).get("execution", {})), None)
 
 
 @pytest.mark.slow
@@ -48,14 +54,11 @@ def test_notebook_runs_twice_in_one_kernel(notebook, course_dir, monkeypatch):
     nb = nbformat.read(course_dir / notebook.name, as_version=4)
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
     nb.cells = [copy.deepcopy(cell) for cell in code + code]
-    with local_kernel_config() as config:   # IPC, as `make course` runs them
-        client = nbclient.NotebookClient(nb, timeout=1800, kernel_name="python3", config=config,
-                                         resources={"metadata": {"path": str(course_dir)}})
-        try:
-            client.execute()
-            error = None
-        except nbclient.exceptions.CellExecutionError as err:
-            error = str(err)
+    try:
+        course.execute(course_dir / notebook.name, None, nb=nb)   # IPC, as `make course` runs them
+        error = None
+    except (CellExecutionError, CellTimeoutError, DeadKernelError) as err:
+        error = str(err)
     if error is not None:
         i = failed_cell(nb)
         second = i is not None and i >= len(code)
