@@ -175,6 +175,8 @@ def merged_weights(bank: AdapterBank, layers: list, teachers: list[str]) -> dict
     a load, a copy or an optimizer step on the teacher each bump them)."""
     if not teachers or any(t not in layer.lora_A for layer in layers for t in teachers):
         return None               # a teacher that skips a layer: the low-rank path handles it row by row
+    if not all(layer.base_layer.weight.is_floating_point() for layer in layers):
+        return None               # a quantised base (4-bit, 8-bit): its packed weights have no W + s B A
     size = len(teachers) * sum(layer.base_layer.weight.numel() * layer.base_layer.weight.element_size()
                                for layer in layers)
     if size > MERGED_LIMIT:
