@@ -14,11 +14,16 @@ teacher, minimising the per-token reverse KL. The tree reads as the pipeline:
     offline, cost       RFT / soft-label baselines; what runs cost  train_offline, collect, cost
 """
 
+import logging
 import warnings
 
 # peft 0.21 reads transformers' deprecated `is_gradient_checkpointing` alias whenever an adapter is
 # created, which would print a FutureWarning in every notebook cell that makes one.
 warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+# `import peft` imports bitsandbytes when it is installed (the quant extra, in dev), which on a CPU with
+# AVX512-BF16 logs that its fused CPU kernel (package `kernels`) is missing: a kernel models.load_base
+# switches off anyway (models._keep_4bit_trainable), so the message only confuses.
+logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
 
 from . import losses  # noqa: E402
 from .adapters import BASE, AdapterBank, LoraSettings  # noqa: E402
