@@ -392,7 +392,7 @@ printed beside them for scale only. Each section names the machine it ran on and
 that made it.
 """
 
-SECTIONS = ["summary", "step", "peers", "peers_memory", "peers_gpu", "peers_gpu_memory", "levers", "routing", "loss_memory", "speedups", "stages", "real_size", "gpu"]
+SECTIONS = ["summary", "step", "peers", "peers_memory", "peers_gpu", "peers_gpu_memory", "levers", "routing", "loss_memory", "speedups", "stages", "real_size", "bf16_floor", "gpu"]
 _FIG = re.compile(r"<!-- figures (\{.*?\}) -->", re.S)
 
 

@@ -15,7 +15,10 @@ of bf16 and 4-bit (bitsandbytes NF4, quantised at load time from that folder):
   8 FactWorld prompts per domain (batch 16) with the Qwen3 preset (max_new_tokens 8),
   one warm-up step, then `--steps` timed MOPD steps (what train_student does per step) and as many
   SFT steps, interleaved; the time per step and the CUDA allocator's peak memory; all of it twice,
-  with activation checkpointing of the student's forward (as the Qwen3 presets run) and without.
+  with activation checkpointing of the student's forward (as the Qwen3 presets run) and without;
+and, in bf16 with every layer, bench.bf16_floor's measurement of the noise floor in MOPD's advantage
+(the student a copy of its teacher, through the trainer's paths, on this GPU's kernels).
+4-bit also runs on a CPU now (bitsandbytes >= models.BNB_CPU_MIN), so the dry run covers it too.
 Goals: at most 2 s per MOPD step, at most 16 GB (bf16) and 8 GB (4-bit), so that the course fits a
 24 GB consumer GPU. Results print as markdown and JSON; `--out DIR` also writes them there, and on
 a GPU the section "gpu" of docs/benchmarks.md is rewritten.
@@ -126,6 +129,43 @@ def run_one(folder: Path, quantize: str | None, device: torch.device, steps: int
     return out
 
 
+def floor(folder: Path, device: torch.device, prompts: int) -> dict:
+    """bf16's noise floor in the advantage on this device (bench.bf16_floor: the student a copy of
+    its teacher, through the trainer's paths), every layer, with checkpointing on and off, and the
+    prefill path that bf16 refuses."""
+    from mopd_mini import MOPDConfig
+
+    from . import bf16_floor
+
+    bank = make_bank(str(folder), device=str(device))
+    bf16_floor.twins(bank)
+    cfg = MOPDConfig.for_model("qwen3", experiment=None, progress=False, prompts_per_domain=prompts)
+    out = {label: bf16_floor.measure(bank, cfg, ckpt, allow) for label, (ckpt, allow) in (
+        ("Qwen3 preset (checkpointing on)", (True, False)), ("checkpointing off", (False, False)),
+        ("checkpointing off, prefill reused (refused)", (False, True)))}
+    del bank
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
+def floor_lines(res: dict) -> list[str]:
+    """The floor's table (bench.bf16_floor's columns), or nothing when it did not run."""
+    if "bf16_floor" not in res:
+        return []
+    from .bf16_floor import PAIRS
+
+    lines = ["", "bf16's noise floor in the advantage, every layer, the student a copy of its teacher "
+             "(`bench.bf16_floor`'s measurement on this device; a real run's per-token KL late in training: "
+             "0.01-0.07):", "", "| setting | " + " | ".join(f"\\|{a} - {b}\\| mean / max" for a, b in PAIRS)
+             + " | exact KL | gradient vs a real step's |", "| --- | " + " | ".join("---" for _ in PAIRS) + " | --- | --- |"]
+    for label, r in res["bf16_floor"].items():
+        cells = " | ".join(f"{r[f'{a}-{b}'][0]:.1e} / {r[f'{a}-{b}'][1]:.1e}" for a, b in PAIRS)
+        lines.append(f"| {label} | {cells} | {r['kl']:.1e} | {r['grad'] / r['real_grad']:.1e} |")
+    return lines
+
+
 def report(res: dict, args, argv) -> tuple[str, dict]:
     dry = args.dry_run
     title = "One GPU: Qwen3-1.7B architecture, one MOPD step at batch 16"
@@ -134,8 +174,10 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
         lines += ["**Not run on a GPU**: no GPU was available to the session that wrote this page. The script is "
                   "ready; the command above is the dry run, which executes the same code on this CPU at toy size "
                   "(one small layer, full vocabulary, batch 4) to show it runs end to end "
-                  f"({res.get('bf16', {}).get('preset', {}).get('mopd_s', float('nan')):.1f} s per toy MOPD step here; "
-                  f"bitsandbytes {'found: ' + res['bnb'] if res['bnb'] else 'not installed here'}).", "",
+                  f"({res.get('bf16', {}).get('preset', {}).get('mopd_s', float('nan')):.1f} s per toy MOPD step here "
+                  f"in bf16, {res.get('4bit', {}).get('preset', {}).get('mopd_s', float('nan')):.1f} s in 4-bit; "
+                  f"bitsandbytes {'found: ' + res['bnb'] if res['bnb'] else 'not installed here'}; the bf16 "
+                  "floor's measurement ran too).", "",
                   "To produce the figures, on a machine with one NVIDIA GPU (H200 or any other), no network needed:", "",
                   "    python -m bench.gpu_h200            # a few minutes (estimated); rewrites this section", "",
                   f"It stays under 8 minutes: it starts no new part after {DEADLINE_S // 60} minutes, and `--out DIR` "
@@ -177,6 +219,7 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
             figures[f"GPU: one MOPD step, batch 16, {prec}{tag}: peak memory"] = {
                 "goal": f"<= {gb_goal:.0f} GB", "measured": f"{x['peak_reserved_gb']:.1f} GB",
                 "ok": x["peak_reserved_gb"] <= gb_goal}
+    lines += floor_lines(res)
     if res.get("bnb") is None:
         lines += ["", "bitsandbytes was missing, so 4-bit was skipped. " + BNB_STEPS]
     return "\n".join(lines), figures
@@ -209,9 +252,10 @@ def main(argv=None, write: bool = True):
         print(f"random Qwen3 saved in {res['save_s']:.0f} s", file=sys.stderr, flush=True)
         res["bf16"] = run_one(folder, None, device, args.steps, args.prompts)
         print(f"bf16: {res['bf16']}", file=sys.stderr, flush=True)
-        if device.type != "cuda":
-            res["4bit"] = {"skipped": "4-bit needs a CUDA GPU (bitsandbytes)"}
-        elif res["bnb"] is None:
+        if time.perf_counter() - started <= DEADLINE_S:
+            res["bf16_floor"] = floor(folder, device, args.prompts)
+            print(f"bf16 floor: {res['bf16_floor']}", file=sys.stderr, flush=True)
+        if res["bnb"] is None:
             res["4bit"] = {"skipped": "bitsandbytes is not installed"}
             print(BNB_STEPS, file=sys.stderr)
         elif time.perf_counter() - started > DEADLINE_S:

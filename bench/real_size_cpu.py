@@ -7,6 +7,7 @@ MOPD step (bench.common.Steps.mopd: what train_student does per step) and one SF
 same prompts, and prints what it measured as JSON.
 
     python -m bench.real_size_cpu               # about 4 minutes on 2 cores; about 7 GB of RAM
+    python -m bench.real_size_cpu --4bit        # also on an NF4 base (bitsandbytes on the CPU): a few minutes more
     python -m bench.real_size_cpu --quick       # one small layer, full vocabulary (smoke test)
 """
 
@@ -16,10 +17,13 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 
+from .gpu_h200 import save_random_qwen3
 from .common import (ROOT, Steps, gb, make_bank, ms, peak_rss_bytes, print_and_write, release_free_memory,
                      reset_peak_rss, rss_bytes, section_head, set_threads, step_examples)
 
@@ -34,14 +38,26 @@ def child(args) -> dict:
     from mopd_mini.tokenizer import is_real_qwen3
 
     set_threads(args.threads)
-    start = time.perf_counter()
-    bank = make_bank("qwen3-1.7b-random", shrink=SMALL if args.quick else None)
+    if args.quantize:   # bitsandbytes quantises at load time, from a checkpoint: the random weights go to disk once
+        with tempfile.TemporaryDirectory(prefix="qwen3-random-") as folder:
+            save_random_qwen3(Path(folder), toy=args.quick)
+            release_free_memory()
+            reset_peak_rss()
+            start = time.perf_counter()
+            bank = make_bank(folder, quantize=args.quantize)
+    else:
+        start = time.perf_counter()
+        bank = make_bank("qwen3-1.7b-random", shrink=SMALL if args.quick else None)
     out = {"load_s": time.perf_counter() - start, "load_peak": peak_rss_bytes(), "after_load": rss_bytes(),
            "threads": torch.get_num_threads(),
            "params": sum(p.numel() for p in bank.base.parameters()),
            "embed_params": bank.base.get_input_embeddings().weight.numel(),
            "adapter_params": sum(p.numel() for p in bank.parameters("student").values()),
            "tokenizer": "Qwen3's real tokenizer" if is_real_qwen3(bank.tokenizer) else "the stand-in tokenizer"}
+    if args.quantize:
+        import bitsandbytes
+
+        out["bnb"] = bitsandbytes.__version__
     cfg = MOPDConfig.for_model("qwen3", experiment=None, progress=False, prompts_per_domain=args.prompts)
     steps = Steps(bank, cfg, step_examples(cfg), phases={})
 
@@ -80,6 +96,23 @@ def run_child(argv: list[str]) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def spread(runs: list[dict]) -> str:
+    """The range over the bf16 runs of each step's times and peaks (one run: says so)."""
+    if len(runs) < 2:
+        return "One run (`--runs N` repeats it, each in a fresh subprocess, and gives the spread)."
+
+    def span(key, field, fmt):
+        xs = [r[key][field] for r in runs]
+        return f"{fmt(min(xs))} to {fmt(max(xs))}"
+
+    return (f"Spread over {len(runs)} bf16 runs, each in a fresh subprocess, the 4-bit one between them; the "
+            "machine was shared with other jobs throughout, so wall time moves far more than CPU time: MOPD step "
+            f"(checkpointing on) CPU {span('mopd', 'cpu', ms)}, wall {span('mopd', 'wall', ms)}, peak RSS "
+            f"{span('mopd', 'peak', gb)}; SFT step CPU {span('sft', 'cpu', ms)}, peak RSS {span('sft', 'peak', gb)}; "
+            f"checkpointing off CPU {span('mopd_no_checkpointing', 'cpu', ms)}, peak RSS "
+            f"{span('mopd_no_checkpointing', 'peak', gb)}.")
+
+
 def report(res: dict, args, argv) -> tuple[str, dict]:
     m, s = res["mopd"], res["sft"]
     ok = res["step_peak"] <= GOAL_GB * 2**30
@@ -89,7 +122,7 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
              f"Random weights in bf16 ({res['params'] / 1e9:.2f} B parameters"
              f"{', one small layer: --quick' if args.quick else ''}), three LoRA adapters (r = 16, every linear "
              f"layer; {res['adapter_params'] / 1e6:.1f} M parameters each), {args.prompts} prompts per domain with "
-             "the Qwen3 preset (`MOPDConfig.for_model('qwen3')`: max_new_tokens 8, {res.get('tokenizer', 'the stand-in tokenizer')}'s chat "
+             f"the Qwen3 preset (`MOPDConfig.for_model('qwen3')`: max_new_tokens 8, {res.get('tokenizer', 'the stand-in tokenizer')}'s chat "
              f"format with FactWorld's instruction). MOPD block {m['shape'][0]} x {m['shape'][1]} tokens "
              f"({m['tokens']} sampled: random weights never stop early, so every row runs the whole budget). "
              "Measured in a fresh subprocess, one run of each step; each step's peak RSS is its own (the "
@@ -103,7 +136,18 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
     lines.append(f"| one MOPD step, activation checkpointing off | {ms(u['wall'])} ({u['wall'] / m['wall']:.2f}x) "
                  f"| {gb(u['peak'])} | |")
     lines += [f"| after loading (base + adapters, resident) | | {gb(res['after_load'])} | |",
-              f"| while loading (random init, built in bf16) | {ms(res['load_s'])} | {gb(res['load_peak'])} | |", "",
+              f"| while loading (random init, built in bf16) | {ms(res['load_s'])} | {gb(res['load_peak'])} | |"]
+    q = res.get("4bit")
+    if q:
+        lines += [f"| NF4 base (bitsandbytes {q.get('bnb', '?')} on this CPU, bf16 compute): one MOPD step, checkpointing on "
+                  f"| {ms(q['mopd']['wall'])} (CPU {ms(q['mopd']['cpu'])}; {q['mopd']['wall'] / m['wall']:.2f}x bf16) "
+                  f"| {gb(q['mopd']['peak'])} | |",
+                  f"| NF4 base: one SFT step | {ms(q['sft']['wall'])} | {gb(q['sft']['peak'])} | |",
+                  f"| NF4 base: one MOPD step, checkpointing off | {ms(q['mopd_no_checkpointing']['wall'])} "
+                  f"| {gb(q['mopd_no_checkpointing']['peak'])} | |",
+                  f"| NF4 base: after loading (resident) | | {gb(q['after_load'])} | |",
+                  f"| NF4 base: while loading (quantised from a bf16 checkpoint) | {ms(q['load_s'])} | {gb(q['load_peak'])} | |"]
+    lines += ["", spread(res.get("runs", [res])), "",
               "MOPD step by phase (CPU time, as the preset runs it):", "", "| phase | CPU time |", "| --- | --- |"]
     lines += [f"| {k} | {ms(v)} |" for k, v in res["phases"].items()]
     per_row = (m["peak"] - res["after_load"]) / m["shape"][0]
@@ -128,9 +172,9 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
               "the GPU script measures it). These are resident-set figures: they move by a GB or two between runs and "
               "count what the CPU allocator keeps after frees, so they overstate a CUDA allocator's peak; the GPU "
               "script measures both settings exactly."]
-    lines += ["", "The old code's extra peak is the LM-head copy of the speed-changes section (one (H, V) copy per "
-              "row in each of the prefill, the teachers' and the student's forwards). On this CPU a real-size step "
-              "is half a minute: the course's Qwen3 path is for a GPU (next section)."]
+    lines += ["", "On this CPU a real-size step "
+              f"takes {m['cpu']:.0f} s of CPU time (wall time counts the waits for a core other jobs hold): the "
+              "course's Qwen3 path is for a GPU (next section)."]
     figures = {"real size on CPU: peak RSS of a MOPD step": {"goal": f"<= {GOAL_GB} GB", "measured": gb(m["peak"]),
                                                             "ok": ok},
                "real size on CPU: one MOPD step (batch 4)": {"goal": "(time, no goal)", "measured": ms(m["wall"]),
@@ -145,13 +189,27 @@ def main(argv=None, write: bool = True):
                    "threads ran a Qwen3 forward 3x slower than 1, the other core being busy)")
     p.add_argument("--quick", action="store_true", help="one small layer, full vocabulary (smoke test)")
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    p.add_argument("--4bit", dest="four_bit", action="store_true", help="also the same steps on an NF4 base "
+                   "(bitsandbytes on this CPU, bf16 compute; the random weights saved to a temporary folder first)")
+    p.add_argument("--runs", type=int, default=1, help="bf16 runs, each in a fresh subprocess (the table shows the "
+                   "first; the spread of all is printed under it)")
+    p.add_argument("--quantize", default=None, help=argparse.SUPPRESS)   # the child's: load the base quantised
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(child(args)))
         return None
-    passed = [a for a in (sys.argv[1:] if argv is None else argv) if a not in ("--no-write",)]
-    res = run_child(passed)
+    argv_all = sys.argv[1:] if argv is None else argv
+    passed = [a for i, a in enumerate(argv_all) if a not in ("--no-write", "--4bit", "--runs")
+              and not (i and argv_all[i - 1] == "--runs")]          # what the children take
+    runs, quantised = [], []
+    for _ in range(args.runs):   # bf16 and 4-bit children alternate, so a busy spell of the machine hits both
+        runs.append(run_child(passed))
+        if args.four_bit and len(quantised) < 1:
+            quantised.append(run_child(passed + ["--quantize", "4bit"]))
+    res = dict(runs[0], runs=runs)
+    if quantised:
+        res["4bit"] = quantised[0]
     body, figures = report(res, args, argv)
     print_and_write("real_size", body, None if args.quick else figures, write and not args.no_write and not args.quick)
     return res

@@ -88,6 +88,10 @@ def table(res: dict, label: str) -> tuple[list[str], dict]:
                      f"{t.ratio(name, 'one teacher'):.3f}x | {t.ratio(name, 'one teacher', 'wall'):.3f}x |")
     default = f"{res['default']} (default)"
     r = t.ratio(default, "one teacher")
+    per_rep = [a / b for a, b in zip(t.cpu[default], t.cpu["one teacher"])]
+    lines += ["", f"Spread over the {len(per_rep)} repetitions: {default} / one teacher (CPU) from "
+              f"{min(per_rep):.3f}x to {max(per_rep):.3f}x; one teacher's CPU time from {ms(min(t.cpu['one teacher']))} "
+              f"to {ms(max(t.cpu['one teacher']))}."]
     short = label.split(" (")[0]
     fig = {f"routed scoring, 2 teachers vs 1 ({short})": {"goal": f"<= {GOAL}x", "measured": f"{r:.3f}x",
                                                            "ok": r <= GOAL}}

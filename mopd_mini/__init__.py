@@ -17,6 +17,7 @@ The names below are imported on first use (PEP 562), so `import mopd_mini.cli` a
 `mopd-mini --help` do not import torch; `mopd_mini.X` and `from mopd_mini import X` work as usual.
 """
 
+import logging
 import sys
 import types
 import warnings
@@ -24,6 +25,10 @@ import warnings
 # peft 0.21 reads transformers' deprecated `is_gradient_checkpointing` alias whenever an adapter is
 # created, which would print a FutureWarning in every notebook cell that makes one.
 warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+# `import peft` imports bitsandbytes when it is installed (the quant extra, in dev), which on a CPU with
+# AVX512-BF16 logs that its fused CPU kernel (package `kernels`) is missing: a kernel models.load_base
+# switches off anyway (models._keep_4bit_trainable), so the message only confuses.
+logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
 
 __all__ = ["load_base", "generate_answers", "sample", "AdapterBank", "LoraSettings", "BASE", "GRPOConfig",
            "train_teacher", "MOPDConfig", "train_student", "evaluate", "normalised_scores", "format_table",

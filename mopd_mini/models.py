@@ -84,8 +84,9 @@ def load_base(name: str = TINY, *, dtype: torch.dtype | None = None, quantize: s
 
     dtype     default: float32 for the tiny model; for Qwen3 sizes what the device supports
               (`qwen3_dtype`: bf16 on a GPU with bf16, fp16 on one without such as a T4, fp32 on CPU)
-    quantize  None, "4bit" or "8bit" (bitsandbytes, CUDA only; Qwen3 weights only); 4-bit is the
-              way to fit Qwen3-1.7B and its adapters on a 16 GB card (a T4)
+    quantize  None, "4bit" (NF4) or "8bit" (bitsandbytes; on a CUDA GPU, or on a CPU with bitsandbytes
+              >= BNB_CPU_MIN; Qwen3 weights only, quantised as they load); 4-bit is the way to fit
+              Qwen3-1.7B and its adapters on a 16 GB card (a T4)
     device    default: CUDA when available, else CPU
     shrink    "qwen3-1.7b-random" only: architecture fields to override, e.g. {"num_hidden_layers": 2}
               for fast tests of the Qwen3 path (the vocabulary stays 151,936)
@@ -132,21 +133,47 @@ def _random_qwen3(dtype, quantize, shrink):
     return model, qwen3_tokenizer()
 
 
+BNB_CPU_MIN = "0.46.1"
+"""The oldest bitsandbytes whose 4-bit and 8-bit layers run on a CPU (its CPU kernels; also the oldest
+that transformers 5 accepts at all): a 4-bit and an 8-bit Qwen3 loaded, ran and trained a LoRA with
+it here, once. tests/test_quant_cpu.py runs the CPU path with the version that
+`pip install 'mopd_mini[quant]'` gives (0.50.2 when written)."""
+
+
 def _quantization_config(quantize, dtype, device):
-    """bitsandbytes settings, imported only when asked for (it needs CUDA)."""
-    if device.type != "cuda":
-        raise RuntimeError(f"quantize={quantize!r} needs a CUDA GPU (bitsandbytes); this run is on "
-                           f"{device}. Drop quantize to load in {dtype} on {device}.")
+    """bitsandbytes settings, imported only when asked for; a clear error without a version that
+    runs on `device` (a CUDA GPU: any; a CPU: BNB_CPU_MIN or later)."""
     try:
-        import bitsandbytes  # noqa: F401
+        import bitsandbytes
     except ImportError as err:
         raise RuntimeError(f"quantize={quantize!r} needs bitsandbytes: pip install 'mopd_mini[quant]'") from err
+    from packaging.version import Version
     from transformers import BitsAndBytesConfig
 
+    if device.type == "cpu" and Version(bitsandbytes.__version__) < Version(BNB_CPU_MIN):
+        raise RuntimeError(f"quantize={quantize!r} on a CPU needs bitsandbytes >= {BNB_CPU_MIN} (this one is "
+                           f"{bitsandbytes.__version__}, which runs on a CUDA GPU only): pip install -U "
+                           f"'mopd_mini[quant]', or drop quantize to load in {dtype} on {device}.")
+    if device.type not in ("cpu", "cuda"):
+        raise RuntimeError(f"quantize={quantize!r} runs on a CUDA GPU or a CPU; this run is on {device}. "
+                           f"Drop quantize to load in {dtype} there.")
     if quantize == "4bit":
         return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
                                   bnb_4bit_compute_dtype=dtype, bnb_4bit_use_double_quant=True)
     return BitsAndBytesConfig(load_in_8bit=True)
+
+
+def _keep_4bit_trainable(model) -> None:
+    """On a CPU with AVX512-BF16, bitsandbytes repacks a 4-bit layer's weights for a fused kernel at
+    its first no-grad eval forward (sampling, a teacher's pass) and from then on runs that kernel in
+    every forward, training ones included: it casts the input to bf16 whatever the compute dtype, and
+    it has no backward, so the gradient through the frozen base weights into earlier layers (their
+    adapters) is silently dropped (torch warns `gemv_4bit: an autograd kernel was not registered`).
+    Switched off here: every 4-bit matmul then dequantises and multiplies in the compute dtype, with
+    a true backward (tests/test_quant_cpu.py checks the gradients of every layer's adapter)."""
+    for module in model.modules():
+        if hasattr(module, "support_avx512bf16_for_cpu"):
+            module.support_avx512bf16_for_cpu = False
 
 
 def _load_pretrained(name, dtype, quantize, device):
@@ -160,7 +187,7 @@ def _load_pretrained(name, dtype, quantize, device):
     kwargs = {"dtype": dtype}
     if quantize is not None:
         kwargs.update(quantization_config=_quantization_config(quantize, dtype, device),
-                      device_map={"": device.index or 0})
+                      device_map={"": "cpu" if device.type == "cpu" else device.index or 0})
     try:
         tokenizer = AutoTokenizer.from_pretrained(name)
         model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
@@ -181,4 +208,6 @@ def _load_pretrained(name, dtype, quantize, device):
             "and pass the local folder: load_base('./Qwen3-1.7B'). For the course without weights "
             f"use load_base('{TINY}'); for the architecture alone, load_base('{QWEN3_RANDOM}')."
         ) from err
+    if quantize is not None:
+        _keep_4bit_trainable(model)
     return model, tokenizer

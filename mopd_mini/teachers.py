@@ -22,7 +22,7 @@ Two ways to run the teachers, with the same results (tests check this to 1e-5):
 
 "mixed" is the default: it costs one base forward whatever the number of teachers
 (docs/benchmarks.md measures it at about 1.0x scoring the whole batch with a single teacher).
-On a base small enough (`MERGED_LIMIT`: the tiny one, not Qwen3-1.7B) it keeps each teacher's
+On a base small enough (`MERGED_LIMIT`: the tiny one, not Qwen3-1.7B) and in fp32 it keeps each teacher's
 merged weights W + s_t B_t A_t beside the adapter and gives each teacher's rows one matmul with
 them, so a routed teacher costs what a separate merged teacher model would (the same scores up to
 fp32 rounding; the weights are rebuilt whenever a teacher's adapter changes).
@@ -168,6 +168,14 @@ of them together fit in this; the tiny base's take 1.3 MB a teacher, Qwen3-1.7B'
 there the teachers stay low-rank updates on the one base (the point of holding them as adapters)"""
 
 
+def _full_precision(weight: Tensor) -> bool:
+    """Whether merged weights may stand in for W x + s B A x: fp32 or fp64 weights. A quantised base
+    has no W + s B A to form; in bf16 or fp16, W + s B A rounded to that dtype loses the low bits of
+    the update, and the teacher's log-probs then differ from the student's own forward through the
+    same adapter (noise in MOPD's advantage: bench.bf16_floor)."""
+    return weight.is_floating_point() and torch.finfo(weight.dtype).bits >= 32
+
+
 def merged_weights(bank: AdapterBank, layers: list, teachers: list[str]) -> dict | None:
     """{layer index: {teacher: W + s B A}} for the routed pass, or None when the teachers' merged
     weights would not fit in MERGED_LIMIT. Built once and kept on the bank; a layer's entry is
@@ -175,6 +183,8 @@ def merged_weights(bank: AdapterBank, layers: list, teachers: list[str]) -> dict
     a load, a copy or an optimizer step on the teacher each bump them)."""
     if not teachers or any(t not in layer.lora_A for layer in layers for t in teachers):
         return None               # a teacher that skips a layer: the low-rank path handles it row by row
+    if not all(_full_precision(layer.base_layer.weight) for layer in layers):
+        return None               # a quantised base (packed weights), or one in bf16 / fp16 (see _full_precision)
     size = len(teachers) * sum(layer.base_layer.weight.numel() * layer.base_layer.weight.element_size()
                                for layer in layers)
     if size > MERGED_LIMIT:

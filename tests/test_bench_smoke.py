@@ -15,6 +15,7 @@ SCRIPTS = {  # module: arguments of its smallest run
     "course_stages": ["--quick"],
     "gpu_h200": ["--dry-run", "--no-write"],
     "real_size_cpu": ["--quick"],
+    "bf16_floor": ["--quick", "--no-cost"],
     "peers": ["--quick"],  # needs trl (the bench extra): skipped without it
 }
 

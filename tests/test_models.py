@@ -8,7 +8,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3ForCausalLM
 
 import factworld
 from mopd_mini import load_base
-from mopd_mini.models import QWEN3_ID, QWEN3_RANDOM, TINY_DIR
+from mopd_mini.models import BNB_CPU_MIN, QWEN3_ID, QWEN3_RANDOM, TINY_DIR
 from mopd_mini.rollout import chat_prompt
 from mopd_mini.tokenizer import INSTRUCTION
 
@@ -71,11 +71,24 @@ def test_random_qwen3_is_deterministic():
 
 
 @pytest.mark.parametrize("quantize", ["4bit", "8bit"])
-def test_quantize_on_cpu_says_it_needs_cuda(quantize, monkeypatch):
-    """quantize on a CPU device raises RuntimeError telling the user it needs a CUDA GPU."""
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(RuntimeError, match="CUDA GPU"):
+def test_quantize_on_cpu_with_an_old_bitsandbytes_says_which_version(quantize, monkeypatch):
+    """quantize on a CPU with a bitsandbytes older than the CPU kernels raises RuntimeError naming the
+    version needed and the one installed (the CPU path itself: tests/test_quant_cpu.py)."""
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "bitsandbytes", types.SimpleNamespace(__version__="0.45.5"))
+    with pytest.raises(RuntimeError, match=rf"on a CPU needs bitsandbytes >= {BNB_CPU_MIN} .*0\.45\.5"):
         load_base(QWEN3_ID, quantize=quantize, device="cpu")
+
+
+def test_quantize_without_bitsandbytes_says_how_to_install_it(monkeypatch):
+    """No bitsandbytes at all: a RuntimeError with the pip command, before any download."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)   # import bitsandbytes -> ImportError
+    with pytest.raises(RuntimeError, match=r"pip install 'mopd_mini\[quant\]'"):
+        load_base(QWEN3_ID, quantize="4bit", device="cpu")
 
 
 def test_unknown_quantize_is_a_value_error():
