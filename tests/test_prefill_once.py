@@ -47,9 +47,14 @@ def test_adapter_gradients_equal_the_two_pass_path(bank, perturb, repeats):
         assert once.completion_mask.shape[1] > 1                           # the cached forward really ran
         ref_logits, ref = adapter_grads(model, params, once, None)         # two passes: the reference
         logits, got = adapter_grads(model, params, once, once.prefill)     # prefill once
-    assert torch.allclose(logits, ref_logits, atol=1e-5, rtol=0)
+    # fp32 rounding: the one-pass and two-pass forwards sum in another order. On this project's
+    # Intel Xeon they agreed to 1e-5; on an AMD EPYC (other float32 kernels) to 1.1e-5 at logits of
+    # scale ~5 (measured), so 5e-5: a real difference (another token, another mask) is far larger
+    assert torch.allclose(logits, ref_logits, atol=5e-5, rtol=0), (logits - ref_logits).abs().max()
     assert ref.abs().max() > 1e-3
-    assert (got - ref).abs().max() <= 1e-6 * ref.abs().max(), (got - ref).abs().max()
+    # the adapter gradients to 2e-5 of the largest (an EPYC gave 5e-6 of it, 1.1e-5 absolute; a
+    # gradient through another graph, e.g. a detached prefill, is off by its whole size)
+    assert (got - ref).abs().max() <= 2e-5 * ref.abs().max(), (got - ref).abs().max()
 
 
 def test_prefill_is_not_reused_where_train_mode_differs(bank):
@@ -62,14 +67,17 @@ def test_prefill_is_not_reused_where_train_mode_differs(bank):
 
 def close(a: dict, b: dict) -> bool:
     """Equal metrics, floats to rounding; the cost/* counters are left out: they count the work each
-    path does, which differs by design (prefill once runs the sampler's prefill as the training forward)."""
+    path does, which differs by design (prefill once runs the sampler's prefill as the training forward).
+    Rounding: 1e-3 relative. Twenty steps carry the two paths' fp32 differences on; on an AMD EPYC the
+    largest seen was the loss at 1.2e-4 relative (0.0241506 vs 0.0241478), grad_norm 4e-6, while every
+    count and every sampled token stayed equal."""
     a, b = ({k: v for k, v in d.items() if not k.startswith("cost/")} for d in (a, b))
     if a.keys() != b.keys():
         return False
     for k, x in a.items():
         y = b[k]
         if isinstance(x, float) and isinstance(y, float):
-            if not math.isclose(x, y, rel_tol=1e-4, abs_tol=1e-6):
+            if not math.isclose(x, y, rel_tol=1e-3, abs_tol=1e-6):
                 return False
         elif x != y:
             return False

@@ -62,14 +62,16 @@ def test_greedy_rows_all_stop_at_eos(tiny, mixed_examples):
 @pytest.mark.parametrize("temperature", [1.0, 3.0])
 def test_sample_logprobs_match_the_recomputed_ones(noisy, mixed_examples, temperature):
     """sample_logprobs equal token_logprobs(completion_logits / T) on the masked tokens (1e-5): the
-    scoring forward sees exactly what the sampler saw."""
+    scoring forward sees exactly what the sampler saw (to fp32 rounding, 5e-5)."""
     with noisy.use("noisy") as model:
         rollout = sample(model, noisy.tokenizer, mixed_examples * 3, temperature=temperature,
                          max_new_tokens=6, generator=gen(1))
         logits = completion_logits(model, rollout)
     assert rollout.completion_mask.sum(1).unique().numel() > 1  # rows of different lengths
     recomputed = token_logprobs(logits / temperature, rollout.completion_ids) * rollout.completion_mask
-    torch.testing.assert_close(rollout.sample_logprobs, recomputed, rtol=0, atol=1e-5)
+    # 5e-5: the cached decode and the full forward round differently in fp32; 1e-5 held on an Intel
+    # Xeon, an AMD EPYC's kernels gave 1.2e-5 (measured); a wrong mask or offset is off by >0.1
+    torch.testing.assert_close(rollout.sample_logprobs, recomputed, rtol=0, atol=5e-5)
 
 
 def test_padding_does_not_change_a_row(tiny, mixed_examples):
@@ -84,8 +86,9 @@ def test_padding_does_not_change_a_row(tiny, mixed_examples):
         n = int(alone.completion_mask[0].sum())
         assert int(batch.completion_mask[b].sum()) == n
         assert torch.equal(batch.completion_ids[b, :n], alone.completion_ids[0, :n])
-        torch.testing.assert_close(batch_logits[b, :n], completion_logits(model, alone)[0, :n], rtol=0, atol=1e-5)
-        torch.testing.assert_close(batch.sample_logprobs[b, :n], alone.sample_logprobs[0, :n], rtol=0, atol=1e-5)
+        # 5e-5, as above: padded and unpadded rows are different matmul shapes (1.05e-5 seen on an EPYC)
+        torch.testing.assert_close(batch_logits[b, :n], completion_logits(model, alone)[0, :n], rtol=0, atol=5e-5)
+        torch.testing.assert_close(batch.sample_logprobs[b, :n], alone.sample_logprobs[0, :n], rtol=0, atol=5e-5)
 
 
 def test_padding_invariance_with_an_adapter(noisy, mixed_examples):
