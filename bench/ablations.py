@@ -170,7 +170,8 @@ def run(args, write=None, base: dict | None = None) -> dict:
     if args.workers > 1 and not args.quick:  # (--quick runs in memory: nothing for workers to share)
         t = time.time()
         in_workers(args)
-        seconds[f"training in {args.workers} workers"] = time.time() - t
+        seconds[f"training in {args.workers} workers" + ("" if base is None else f" (--add {' '.join(args.studies)})")] = \
+            time.time() - t
     for study, seed in plan(args):
         t, s = time.time(), str(seed)
         if study == "origin":
