@@ -52,24 +52,21 @@ def folder(tmp_path_factory):
     return path
 
 
-def _with_adapters(model, tok) -> AdapterBank:
-    """Two distinct teachers and a student that is off the base (lora_B seeded noise), identical on any base."""
+def _with_adapters(model, tok, perturb) -> AdapterBank:
+    """Two distinct teachers and a student that is off the base (lora_B seeded noise, conftest's
+    `perturb`), identical on any base."""
     bank = AdapterBank(model, tok)
     for i, name in enumerate(ADAPTERS):
         bank.create(name, seed=i + 1)
-        g = torch.Generator().manual_seed(60 + i)
-        with torch.no_grad():
-            for n, p in bank.parameters(name).items():
-                if "lora_B" in n:
-                    p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+        perturb(bank, name, seed=60 + i)
     return bank
 
 
 @pytest.fixture(scope="module")
-def nf4(folder):
+def nf4(folder, perturb):
     """A bank on the NF4 base, loaded quantised from the folder (shared: tests restore what they change)."""
     model, tok = load_base(str(folder), quantize="4bit", device="cpu")
-    return _with_adapters(model, tok)
+    return _with_adapters(model, tok, perturb)
 
 
 def _linear4bit(model) -> dict:
@@ -77,7 +74,7 @@ def _linear4bit(model) -> dict:
 
 
 @pytest.fixture(scope="module")
-def twin(folder, nf4):
+def twin(folder, nf4, perturb):
     """The fp32 model whose linear weights are the NF4 weights dequantised, with the same adapters."""
     model, tok = load_base(str(folder), dtype=torch.float32, device="cpu")
     modules = dict(model.named_modules())
@@ -85,7 +82,7 @@ def twin(folder, nf4):
         for name, layer in _linear4bit(nf4.base).items():
             w = bnb.functional.dequantize_4bit(layer.weight.data, layer.weight.quant_state)
             modules[name.removesuffix(".base_layer")].weight.copy_(w.float())
-    return _with_adapters(model, tok)
+    return _with_adapters(model, tok, perturb)
 
 
 @pytest.fixture(scope="module")
@@ -186,11 +183,11 @@ def test_one_grpo_step_on_the_nf4_base(nf4, monkeypatch):
     assert any(p.abs().sum() > 0 for n, p in nf4.parameters("nf4_grpo").items() if "lora_B" in n)
 
 
-def test_8bit_loads_and_trains_on_cpu(folder):
+def test_8bit_loads_and_trains_on_cpu(folder, perturb):
     """quantize="8bit" on a CPU: LLM.int8 layers that run a forward and pass a gradient to an adapter."""
     model, tok = load_base(str(folder), quantize="8bit", device="cpu")
     assert any(isinstance(m, bnb.nn.Linear8bitLt) for m in model.modules())
-    bank = _with_adapters(model, tok)
+    bank = _with_adapters(model, tok, perturb)
     ids = torch.randint(0, 151_669, (1, 6), generator=torch.Generator().manual_seed(1))
     with bank.use("student", trainable=True) as m:
         loss = m(ids).logits.float().logsumexp(-1).mean()
