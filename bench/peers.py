@@ -54,7 +54,8 @@ from .common import (Steps, gb, make_bank, median, ms, print_and_write, section_
                      side_by_side, step_examples)
 from .trainer_step import step_clock
 
-GOAL_STEP = 1.25    # TRL's step / this library's, one teacher
+GOAL_OF_CEILING = 0.95  # TRL's step / this library's, one teacher: >= 0.95 x the structure's ceiling (issue 21)
+GOAL_TWO = 1.4          # two TRL trainers / this library's routed step, two teachers (issue 21)
 GOAL_MEMORY = 0.45  # this library's peak / separate teachers' peak
 DEVICE = "cpu"      # --device: "cuda" on a GPU (bench.gpu_h200 --peers runs it so)
 
@@ -90,16 +91,39 @@ def separate_teacher(bank, name: str, model: str = "tiny", **load_kwargs):
     return teacher.eval().requires_grad_(False)
 
 
+def separate_scorer(models: dict):
+    """A `teachers.score` stand-in for teachers held as separate models ({domain: model}): each model
+    runs over its own domain's rows (no grad), the logits are gathered into one (B, C, V) block and
+    summarised as the routed scores are."""
+    from mopd_mini.rollout import completion_logits
+    from mopd_mini.teachers import summarise
+
+    @torch.no_grad()
+    def score(bank, rollout, route, mode=None, k: int = 64):
+        logits = None
+        for d, teacher in models.items():
+            rows = [i for i, x in enumerate(rollout.domains) if x == d]
+            if not rows:
+                continue
+            part = completion_logits(teacher, rollout.rows(rows))
+            logits = part.new_empty((len(rollout.domains),) + part.shape[1:]) if logits is None else logits
+            logits[rows] = part
+        return summarise(logits, rollout.completion_ids, k, True)
+    return score
+
+
 # ---------------------------------------------------------------------------------------------
 # this library: train_student, timed between logged steps
 # ---------------------------------------------------------------------------------------------
 
 
-def lib_config(domains: tuple, prompts: int, steps: int):
+def lib_config(domains: tuple, prompts: int, steps: int, length: int | None = None):
+    """`length`: every completion exactly that many tokens (bench.scaling's length curve)."""
     from mopd_mini import MOPDConfig
 
+    forced = {"max_new_tokens": length, "min_new_tokens": length} if length else {}
     return MOPDConfig.for_model("tiny", loss="kl", domains=domains, prompts_per_domain=prompts, steps=steps,
-                                eval_every=0, track_steps=(), experiment=None, progress=False)
+                                eval_every=0, track_steps=(), experiment=None, progress=False, **forced)
 
 
 CLOCKS = ("wall", "cpu")
@@ -148,7 +172,8 @@ def trl_trainer(bank, cfg, teacher_model, student_model, examples: list, student
         max_grad_norm=cfg.grad_clip, bf16=False, fp16=False, gradient_checkpointing=False, use_cpu=DEVICE == "cpu",
         report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True, max_completion_length=cfg.max_new_tokens,
         temperature=cfg.temperature, top_k=0, top_p=1.0, beta=1.0, shuffle_dataset=False, seed=cfg.seed,
-        dataloader_num_workers=0)
+        dataloader_num_workers=0,
+        generation_kwargs={"min_new_tokens": cfg.min_new_tokens} if cfg.min_new_tokens else None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer = DistillationTrainer(model=student_model, teacher_model=teacher_model, args=args, train_dataset=data,
@@ -191,10 +216,10 @@ def student_init(bank, cfg) -> dict:
     return bank.state(cfg.student)
 
 
-def compare_one_teacher(bank, batch: int, steps: int, reps: int, tmp: str) -> dict:
+def compare_one_teacher(bank, batch: int, steps: int, reps: int, tmp: str, length: int | None = None) -> dict:
     from mopd_mini import load_base
 
-    cfg = lib_config(("binding",), batch, steps)
+    cfg = lib_config(("binding",), batch, steps, length)
     teacher = separate_teacher(bank, "teacher_binding")
     init = student_init(bank, cfg)
     examples = all_examples(cfg)
@@ -339,10 +364,6 @@ def memory_child(kind: str, prompts: int, shrink: dict | None, checkpointing: bo
     `checkpointing`: activation checkpointing of the student's training forward (the qwen3
     preset's default: on), the same on both sides."""
     from mopd_mini import MOPDConfig
-    from mopd_mini.distill import mopd_objective
-    from mopd_mini.rollout import completion_logits, sample
-    from mopd_mini.runs import guarded_step
-    from mopd_mini.teachers import TeacherScores, summarise
 
     model_name = "qwen3-1.7b-random"
     bank = make_bank(model_name, device=DEVICE, shrink=shrink)
@@ -350,29 +371,13 @@ def memory_child(kind: str, prompts: int, shrink: dict | None, checkpointing: bo
                                gradient_checkpointing=checkpointing)
     steps = Steps(bank, cfg, step_examples(cfg))
     out = {"kind": kind, "params_base": sum(p.numel() for n, p in bank.base.named_parameters() if "lora_" not in n)}
-    if kind == "shared":
-        with bank.use(cfg.student, trainable=True) as model:
-            out["step"] = steps.mopd(model)
-    else:
-        separate = {d: separate_teacher(bank, f"teacher_{d}", model_name, shrink=shrink) for d in cfg.domains}
+    score = None
+    if kind == "separate":
+        score = separate_scorer({d: separate_teacher(bank, f"teacher_{d}", model_name, shrink=shrink) for d in cfg.domains})
         for d in cfg.domains:
             bank._drop(f"teacher_{d}")              # the teachers live in their own models only
-        with bank.use(cfg.student, trainable=True) as model:
-            rollout = sample(model, bank.tokenizer, steps.examples, max_new_tokens=cfg.max_new_tokens,
-                             generator=torch.Generator().manual_seed(0))
-            logits = None
-            with torch.no_grad():
-                for d, teacher in separate.items():
-                    rows = [i for i, x in enumerate(rollout.domains) if x == d]
-                    part = completion_logits(teacher, rollout.rows(rows))
-                    logits = part.new_empty((len(rollout.domains),) + part.shape[1:]) if logits is None else logits
-                    logits[rows] = part
-            scores: TeacherScores = summarise(logits, rollout.completion_ids, cfg.topk, True)
-            model.train()
-            student_logits = completion_logits(model, rollout)
-            model.eval()
-            loss, _ = mopd_objective(cfg, student_logits, rollout, scores)
-            out["step"] = {"loss": loss.item(), **guarded_step(loss, steps.params, steps.optimizer, cfg.grad_clip)}
+    with bank.use(cfg.student, trainable=True) as model:
+        out["step"] = steps.mopd(model, score=score)
     out["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if DEVICE != "cpu":  # on a GPU the figure is the CUDA allocator's peak (weights, activations, caches)
         out["peak_rss"] = torch.cuda.max_memory_allocated()
@@ -463,10 +468,18 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
              "| --- | --- | --- | --- | --- | --- | --- |"]
     figures = {}
 
-    def row(name: str, r: dict, goal: bool, trl_note: str = "") -> tuple[float, float]:
+    def goal_of(batch) -> float | None:
+        """The one-teacher goal at `batch`: GOAL_OF_CEILING x the ceiling measured in this run."""
+        c = (res.get("ceiling") or {}).get(batch)
+        return GOAL_OF_CEILING * c["wall"]["ratio"] if c else None
+
+    def goal_text(goal: float, batch=None) -> str:
+        return f">= {GOAL_OF_CEILING:g} x ceiling = {goal:.2f}x" if batch is not None else f">= {goal:g}x"
+
+    def row(name: str, r: dict, goal: float | None, batch=None, trl_note: str = "") -> tuple[float, float]:
         wall, cpu = median(r["ratio"]["wall"]), median(r["ratio"]["cpu"])
         reps = {c: ", ".join(f"{x:.2f}" for x in r["ratio"][c]) for c in CLOCKS}
-        verdict = (f">= {GOAL_STEP}x: {'met' if wall >= GOAL_STEP else '**missed**'}" if goal else "(reported)")
+        verdict = (f"{goal_text(goal, batch)}: {'met' if wall >= goal else '**missed**'}" if goal else "(reported)")
         lines.append(f"| {name} | {ms(median(r['lib']['wall']))} ({ms(median(r['lib']['cpu']))}) | "
                      f"{ms(median(r['trl']['wall']))} ({ms(median(r['trl']['cpu']))}){trl_note} | **{wall:.2f}x** "
                      f"(repetitions: {reps['wall']}) | {verdict} | {cpu:.2f}x (repetitions: {reps['cpu']}) | "
@@ -474,16 +487,18 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
         return wall, cpu
 
     for batch, r in res["one"].items():
-        wall, cpu = row(f"one teacher (binding), batch {batch}", r, goal=True)
+        goal = goal_of(batch)
+        wall, cpu = row(f"one teacher (binding), batch {batch}", r, goal, batch)
         figures[f"TRL step / this library's, one teacher, batch {batch}"] = {
-            "goal": f">= {GOAL_STEP}x", "measured": f"{wall:.2f}x", "ok": wall >= GOAL_STEP}
+            "goal": goal_text(goal, batch) if goal else "(no ceiling measured)", "measured": f"{wall:.2f}x",
+            "ok": wall >= goal if goal else None}
         figures[f"TRL step / this library's, one teacher, batch {batch}, CPU time"] = {
             "goal": "(reported)", "measured": f"{cpu:.2f}x", "ok": None}
     if "two" in res:
         wall, cpu = row("two teachers, 8 prompts each: routed step vs two TRL trainers (one per teacher)", res["two"],
-                        goal=False, trl_note=", both trainers' steps")
+                        GOAL_TWO, trl_note=", both trainers' steps")
         figures["TRL (two trainers) / this library's routed step, two teachers"] = {
-            "goal": "(reported)", "measured": f"{wall:.2f}x", "ok": None}
+            "goal": f">= {GOAL_TWO:g}x", "measured": f"{wall:.2f}x", "ok": wall >= GOAL_TWO}
         figures["TRL (two trainers) / this library's routed step, two teachers, CPU time"] = {
             "goal": "(reported)", "measured": f"{cpu:.2f}x", "ok": None}
     busy = {side: statistics.mean(median(r[side]["cpu"]) / median(r[side]["wall"]) for r in res["one"].values())
@@ -507,14 +522,12 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
             lines.append(f"| {batch} | " + " | ".join(ms(w[k]) for k in PASSES) + f" | **{w['ratio']:.2f}x** |")
         measured = "; ".join(f"batch {b}: {median(res['one'][b]['ratio']['wall']):.2f}x measured against a "
                              f"ceiling of {c['wall']['ratio']:.2f}x" for b, c in res["ceiling"].items() if b in res["one"])
-        under = [b for b, c in res["ceiling"].items() if c["wall"]["ratio"] < GOAL_STEP]
         lines += ["", f"{measured}. Beyond these passes each step spends more: this library its decode steps and its "
                   "forward over the completion on the prefill's cache, TRL its generation loop, and each trainer its "
-                  "own per-step work. Where both spend alike, the measured ratio lies between the ceiling and 1. " + (
-                      f"At batch {', '.join(map(str, under))} the ceiling itself is under the goal's {GOAL_STEP}x: the "
-                      "passes alone cannot meet it there, and a measured ratio at or above it comes from TRL spending "
-                      "more than this library beyond them." if under else
-                      f"The goal's {GOAL_STEP}x lies under the ceiling at every batch measured.")]
+                  "own per-step work. Where both spend alike, the measured ratio lies between the ceiling and 1. "
+                  f"The goal is therefore set against the ceiling measured in the same run: TRL's step / this "
+                  f"library's >= {GOAL_OF_CEILING:g} x the ceiling (it replaced a fixed 1.25x, which sat at or past "
+                  "the ceiling at the tiny size)."]
         for batch, c in res["ceiling"].items():
             figures[f"TRL / this library, one teacher, batch {batch}: the structure's ceiling"] = {
                 "goal": "(reported)", "measured": f"{c['wall']['ratio']:.2f}x", "ok": None}

@@ -24,15 +24,20 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import math
+import statistics
 
 import torch
 
-from mopd_mini import BASE, MOPDConfig, teachers
+from mopd_mini import BASE, MOPDConfig, stats, teachers
 from mopd_mini.rollout import Rollout, completion_logits, encode_prompts, sample
 
 from .common import TEACHERS, make_bank, make_rollout, ms, print_and_write, section_head, set_threads, side_by_side, step_examples
 
 GOAL = 1.1
+RESOLVE = 0.03
+"""the goal is read only when the 95% t-interval of the mean per-repetition ratio is this narrow
+(issue 21: the Qwen3 row read 1.131x, 0.958x and 0.865x on three runs of 5 repetitions)"""
 
 
 def rollout_for(bank, cfg, sampled: bool) -> Rollout:
@@ -89,12 +94,16 @@ def table(res: dict, label: str) -> tuple[list[str], dict]:
     default = f"{res['default']} (default)"
     r = t.ratio(default, "one teacher")
     per_rep = [a / b for a, b in zip(t.cpu[default], t.cpu["one teacher"])]
+    half = stats.t975(len(per_rep) - 1) * statistics.stdev(per_rep) / math.sqrt(len(per_rep)) if len(per_rep) > 1 else math.inf
+    resolved = half <= RESOLVE
     lines += ["", f"Spread over the {len(per_rep)} repetitions: {default} / one teacher (CPU) from "
-              f"{min(per_rep):.3f}x to {max(per_rep):.3f}x; one teacher's CPU time from {ms(min(t.cpu['one teacher']))} "
-              f"to {ms(max(t.cpu['one teacher']))}."]
+              f"{min(per_rep):.3f}x to {max(per_rep):.3f}x, mean {statistics.fmean(per_rep):.3f}x ± {half:.3f} (95% "
+              f"t-interval of the mean: " + ("narrower than" if resolved else "**wider than**") + f" the ±{RESOLVE} the "
+              f"goal is read at); one teacher's CPU time from {ms(min(t.cpu['one teacher']))} to {ms(max(t.cpu['one teacher']))}."]
     short = label.split(" (")[0]
-    fig = {f"routed scoring, 2 teachers vs 1 ({short})": {"goal": f"<= {GOAL}x", "measured": f"{r:.3f}x",
-                                                           "ok": r <= GOAL}}
+    fig = {f"routed scoring, 2 teachers vs 1 ({short})": {
+        "goal": f"<= {GOAL}x, to ±{RESOLVE}", "measured": f"{r:.3f}x ± {half:.3f}",
+        "ok": (r <= GOAL) if resolved else None}}
     return lines, fig
 
 
@@ -102,7 +111,8 @@ def main(argv=None, write: bool = True):
     p = argparse.ArgumentParser(description="routed scoring: mixed vs swap vs one teacher")
     p.add_argument("--size", choices=["tiny", "qwen3", "both"], default="both")
     p.add_argument("--reps", type=int, default=30, help="repetitions at the tiny size")
-    p.add_argument("--qwen3-reps", type=int, default=5, help="repetitions at the Qwen3-1.7B size")
+    p.add_argument("--qwen3-reps", type=int, default=20, help="repetitions at the Qwen3-1.7B size (enough for the "
+                   f"interval to resolve ±{RESOLVE} on a quiet machine)")
     p.add_argument("--qwen3-prompts", type=int, default=2, help="prompts per domain at the Qwen3-1.7B size")
     p.add_argument("--qwen3-threads", type=int, default=1, help="torch threads at the Qwen3 size (default 1: "
                    "on this shared machine 2 threads ran a Qwen3 forward 3x slower than 1)")

@@ -18,7 +18,7 @@ import traceback
 
 import torch
 
-from . import bf16_floor, course_stages, gpu_h200, loss_memory, peers, real_size_cpu, routing, step_vs_sft
+from . import bf16_floor, course_stages, gpu_h200, loss_memory, peers, real_size_cpu, routing, scaling, step_vs_sft
 from . import common
 from .common import command, reset_doc, write_section
 
@@ -31,6 +31,7 @@ BENCHMARKS = {  # section key: (module, arguments of the full run)
     "gpu": (gpu_h200, [] if torch.cuda.is_available() else ["--dry-run"]),
     "real_size": (real_size_cpu, []),
     "bf16_floor": (bf16_floor, ["--allow-reuse"]),
+    "scaling": (scaling, []),
 }
 
 

@@ -28,7 +28,9 @@ from mopd_mini.rollout import position_ids
 from .common import (Steps, machine, make_bank, median, ms, print_and_write, section_head, set_threads,
                      side_by_side, step_examples)
 
-GOAL = 1.5  # issue 14 (it was 2x before)
+GOAL_OVER_FLOOR = 1.25
+"""MOPD step / SFT step <= 1.25 x the prefill-once floor computed below (issue 21). The fixed 1.5x
+of issue 14 sat under the per-call cost of the tiny model: the floor alone is 1.33x."""
 
 
 def measure(cfg: MOPDConfig, reps: int, warmup: int = 2) -> dict:
@@ -66,7 +68,8 @@ def report(res: dict, cfg: MOPDConfig, reps: int, argv) -> tuple[str, dict]:
     extra_bwd = ph["mopd: backward + AdamW"] - bwd                          # the two-part graph's backward
     decode = ph["mopd: sample"] - fwd                                       # sampling beyond the SFT forward
     m, s = res["shapes"]["MOPD"], res["shapes"]["SFT"]
-    ok = r_cpu <= GOAL
+    goal = GOAL_OVER_FLOOR * once_free
+    ok = r_cpu <= goal
     lines = [
         section_head("MOPD step vs SFT step (tiny, this CPU)", "bench.step_vs_sft", argv=argv), "",
         f"Tiny default: {len(cfg.domains)} domains x {cfg.prompts_per_domain} prompts, loss `{cfg.loss}`, scoring "
@@ -76,7 +79,8 @@ def report(res: dict, cfg: MOPDConfig, reps: int, argv) -> tuple[str, dict]:
         "process's CPU time (so time spent waiting for a core that other jobs hold is not counted), wall "
         "time beside it.", "",
         "| | MOPD step | SFT step | MOPD / SFT | goal |", "| --- | --- | --- | --- | --- |",
-        f"| CPU time | {ms(t.median('MOPD step'))} | {ms(sft)} | **{r_cpu:.2f}x** | <= {GOAL:g}x: "
+        f"| CPU time | {ms(t.median('MOPD step'))} | {ms(sft)} | **{r_cpu:.2f}x** | <= {GOAL_OVER_FLOOR:g} x floor "
+        f"= {goal:.2f}x: "
         f"{'met' if ok else '**missed**'} |",
         f"| wall time | {ms(t.median('MOPD step', 'wall'))} | {ms(t.median('SFT step', 'wall'))} | {r_wall:.2f}x | |",
         "", "Where the time goes (CPU time, medians; one SFT step = 1.00):", "",
@@ -100,10 +104,9 @@ def report(res: dict, cfg: MOPDConfig, reps: int, argv) -> tuple[str, dict]:
         "training pass cost what SFT's does, is (teacher + forward + backward) / (forward + backward) = "
         f"**{once_free:.2f}x**: the teachers' prefill alone is {teacher / sft:.2f} of an SFT step. (A two-pass "
         f"step, which runs the prompt once more to sample, has a floor of {floor:.2f}x.)",
-        "", (f"**What the goal leaves.** <= {GOAL:g}x leaves {GOAL - once_free:.2f} of an SFT step for everything "
-             "else a MOPD step does" if GOAL > once_free else
-             f"**What the goal leaves.** Nothing: the floor alone is above {GOAL:g}x, and everything else a MOPD "
-             "step does comes on top") + f"; measured, that is {r_cpu - once_free:.2f} of an SFT step. Of it: the sampling costs "
+        "", f"**What the goal leaves.** The goal is {GOAL_OVER_FLOOR:g} x that floor, {goal:.2f}x (it replaced a "
+        "fixed 1.5x that sat under the floor of the tiny model's per-call costs); it leaves "
+        f"{goal - once_free:.2f} of an SFT step for everything else a MOPD step does; measured, that is {r_cpu - once_free:.2f} of an SFT step. Of it: the sampling costs "
         f"{ms(decode)} more than the SFT forward (the prompts' tokenization and {cfg.max_new_tokens - 1} decode "
         f"steps at most), the completion tokens' forward on the prefill's keys and values "
         f"{ms(ph['mopd: student forward'])}, the loss {ms(ph['mopd: mopd_objective'])}, and the backward through "
@@ -122,8 +125,10 @@ def report(res: dict, cfg: MOPDConfig, reps: int, argv) -> tuple[str, dict]:
         "at every step. The course's ratio sits near the floor of the method because its completions are "
         "a few tokens long; it is a per-step cost and says nothing about how many steps each method needs "
         "to reach an accuracy."]
-    figures = {"MOPD step / SFT step (tiny, CPU)": {"goal": f"<= {GOAL:g}x", "measured": f"{r_cpu:.2f}x",
-                                                      "ok": ok}}
+    figures = {"MOPD step / SFT step (tiny, CPU)": {
+        "goal": f"<= {GOAL_OVER_FLOOR:g} x floor ({once_free:.2f}x) = {goal:.2f}x", "measured": f"{r_cpu:.2f}x", "ok": ok},
+        "MOPD step / SFT step: the prefill-once floor (tiny, CPU)": {"goal": "(reported)", "measured": f"{once_free:.2f}x",
+                                                                      "ok": None}}
     return "\n".join(lines), figures
 
 

@@ -79,6 +79,8 @@ class MOPDConfig:
     """student sampling temperature (1: on-policy; the paper uses 1)"""
     max_new_tokens: int = 4
     """completion budget: the answer, its period and the end of turn (tiny: 3 tokens; Qwen3's tokenizer: up to 6, e.g. `v127.`)"""
+    min_new_tokens: int = 0
+    """no end of turn before this many tokens (0: none); only bench.scaling sets it, to time long completions"""
     grad_clip: float = 1.0
     """max global gradient norm"""
     scoring: str = "mixed"
@@ -325,7 +327,8 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
             examples = [ex for d in domains.values()
                         for ex in d.train_examples(step, cfg.prompts_per_domain, cfg.seed)]
             rollout = sample(model, bank.tokenizer, examples, temperature=cfg.temperature,
-                             max_new_tokens=cfg.max_new_tokens, generator=generator, grad_prefill=reuse)
+                             max_new_tokens=cfg.max_new_tokens, min_new_tokens=cfg.min_new_tokens,
+                             generator=generator, grad_prefill=reuse)
             anchors = len(examples)
             if cfg.golden_gain is not None:                  # UCMOPD: m hotter samples per prompt too
                 gg = cfg.golden_gain

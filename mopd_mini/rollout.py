@@ -173,7 +173,7 @@ def _draw(probs: Tensor, generator: torch.Generator | None) -> Tensor:
 @torch.no_grad()
 def sample(model, tokenizer, examples: list, *, temperature: float = 1.0, greedy: bool = False,
            max_new_tokens: int = 8, generator: torch.Generator | None = None, top_p: float = 1.0,
-           grad_prefill: bool = False, **forward_kwargs) -> Rollout:
+           grad_prefill: bool = False, min_new_tokens: int = 0, **forward_kwargs) -> Rollout:
     """One completion per example from `model` as it is now (its active adapter):
     y_t ~ softmax(logits_t / temperature), no truncation; `greedy` takes the argmax instead.
     `top_p` < 1 truncates to the nucleus (UCMOPD's exploration samples only; MOPD itself never
@@ -183,11 +183,18 @@ def sample(model, tokenizer, examples: list, *, temperature: float = 1.0, greedy
     `grad_prefill`: the prompt prefill runs WITH grad and the rollout keeps it (`rollout.prefill`),
     so that the training forward need not run over the prompt again (see `completion_logits`). The
     decode steps still run without grad, on a detached view of the same keys and values; the draws
-    are the same as without it."""
+    are the same as without it.
+
+    `min_new_tokens`: the end-of-turn tokens get probability 0 before that many tokens (as
+    `generate`'s option of that name), so every completion is at least that long; the
+    `sample_logprobs` are those of the distribution drawn from. For measuring what a long answer
+    costs (bench.scaling); the trainers never set it."""
     if not greedy and not temperature > 0:
         raise ValueError(f"temperature must be > 0 (got {temperature}); use greedy=True for argmax decoding")
     if not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1] (1: no truncation), got {top_p}")
+    if not 0 <= min_new_tokens <= max_new_tokens:
+        raise ValueError(f"min_new_tokens must be in [0, max_new_tokens={max_new_tokens}], got {min_new_tokens}")
     device = next(model.parameters()).device
     prompts = [e.prompt for e in examples]
     distinct = {p: i for i, p in enumerate(dict.fromkeys(prompts))}        # GRPO repeats each prompt G times
@@ -198,7 +205,7 @@ def sample(model, tokenizer, examples: list, *, temperature: float = 1.0, greedy
     done = torch.zeros(len(examples), dtype=torch.bool, device=device)
     tokens, logps, alive_steps = [], [], []
     cache, step_ids, step_pos = None, ids, position_ids(mask)
-    for _ in range(max_new_tokens):
+    for t in range(max_new_tokens):
         # the LM head on the last position only, named by index: the int `logits_to_keep=1` slices the
         # prefill's hidden states to a non-contiguous (B, 1, H) view, for which torch's matmul copies the
         # whole (H, V) head once per row (B x 622 MB at Qwen3's vocabulary)
@@ -217,6 +224,9 @@ def sample(model, tokenizer, examples: list, *, temperature: float = 1.0, greedy
                     layer.keys, layer.values = layer.keys.detach(), layer.values.detach()
                 logits = logits.detach()
         logp = torch.log_softmax(logits.float() / (1.0 if greedy else temperature), -1)  # (B, V)
+        if t < min_new_tokens:                                 # no end of turn yet: renormalise without it
+            logp = logp.index_fill(1, stop, -torch.inf)
+            logp = logp - logp.logsumexp(-1, keepdim=True)
         if top_p < 1 and not greedy:
             logp = nucleus(logp, top_p)
         y = logp.argmax(-1) if greedy else _draw(logp.exp(), generator)

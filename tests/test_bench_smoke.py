@@ -17,6 +17,7 @@ SCRIPTS = {  # module: arguments of its smallest run
     "real_size_cpu": ["--quick"],
     "bf16_floor": ["--quick", "--no-cost"],
     "peers": ["--quick"],  # needs trl (the bench extra): skipped without it
+    "scaling": ["--quick"],  # its TRL column only where trl is installed
 }
 
 

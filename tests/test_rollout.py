@@ -206,3 +206,29 @@ def test_rows_sub_batch_scores_identically(noisy, mixed_examples):
         sub = rollout.rows([1, 4])
         assert sub.domains == [mixed_examples[1].task, mixed_examples[4].task]
         torch.testing.assert_close(completion_logits(model, sub), full[[1, 4]], rtol=0, atol=1e-5)
+
+
+def test_min_new_tokens_forces_the_length_and_keeps_logprobs_on_policy(noisy, mixed_examples):
+    """With min_new_tokens = C no row emits an end of turn before token C (the perturbed adapter
+    otherwise stops after 2-5 tokens), so every completion is at least C long; the sample_logprobs
+    are those of the distribution drawn from: the model's, renormalised without the stop tokens
+    before C, and the model's own after."""
+    tok, C = noisy.tokenizer, 6
+    with noisy.use("noisy") as model:
+        free = sample(model, tok, mixed_examples * 4, temperature=2.0, max_new_tokens=8, generator=gen(0))
+        forced = sample(model, tok, mixed_examples * 4, temperature=2.0, max_new_tokens=8, min_new_tokens=C,
+                        generator=gen(0))
+        stop = torch.tensor(eos_ids(model, tok))
+        assert free.completion_mask.sum(1).min() < C            # the option has something to change
+        assert forced.completion_mask.sum(1).min() >= C
+        assert not torch.isin(forced.completion_ids[:, :C], stop).any()
+        logp = torch.log_softmax(completion_logits(model, forced).float() / 2.0, -1)
+        early = logp[:, :C].index_fill(2, stop, -torch.inf)
+        logp = torch.cat([early - early.logsumexp(-1, keepdim=True), logp[:, C:]], 1)
+        expect = token_logprobs(logp, forced.completion_ids) * forced.completion_mask
+    assert torch.allclose(forced.sample_logprobs, expect, atol=5e-5)
+
+
+def test_min_new_tokens_outside_the_budget_is_refused(tiny, tok, mixed_examples):
+    with pytest.raises(ValueError, match="min_new_tokens"):
+        sample(tiny, tok, mixed_examples, max_new_tokens=4, min_new_tokens=5)
