@@ -1,10 +1,13 @@
-"""FactWorld's two task families, as deterministic text generators.
+"""FactWorld's task families, as deterministic text generators.
 
 binding  last-write-wins state tracking: a stream of `s{i} gives o{k} to g{j}.` events, then
          `who is the final holder of o{k}?`; the gold answer is the recipient of the LAST event
          that moved the queried object.
 recall   in-context associative recall: N facts `g{i}'s a0 is v{k}.`, then
          `what is a0 of g{i}?`; the gold answer is that agent's value.
+These two are the course's (TASKS). regimes.py adds the regime study's three (REGIME_TASKS):
+chain (a pointer chase), conflict (a context value against a memorised map) and memory (the
+map itself); they are generated, split and scored by the same functions below.
 
 The text is compatible with the original FactWorld (github.com/ianbarber/factworld): same
 sentence, question and answer shapes, so a prompt or an answer from one reads the same in the
@@ -28,7 +31,12 @@ import operator
 import random
 from dataclasses import dataclass, field
 
-TASKS = ("binding", "recall")
+from . import regimes
+from .score import METRICS
+from .regimes import MIN_LENGTH, REGIME_KNOB_HELP, REGIME_KNOBS, REGIME_SAMPLERS, REGIME_TASKS, check_knobs
+
+TASKS = ("binding", "recall")  # the course's two (the shipped base was pretrained on exactly these)
+ALL_TASKS = TASKS + REGIME_TASKS
 SPLITS = ("train", "val", "test")
 ANSWER_STYLES = ("short", "trace")
 
@@ -36,6 +44,7 @@ ANSWER_STYLES = ("short", "trace")
 DEFAULT_KNOBS = {
     "binding": {"n_agents": 5, "n_objects": 8, "n_active": 4},
     "recall": {"agent_pool": 64, "value_vocab": 128},
+    **REGIME_KNOBS,
 }
 KNOB_HELP = {
     "n_agents": "binding: agents g0..g{n-1} that can receive an object",
@@ -43,8 +52,11 @@ KNOB_HELP = {
     "n_active": "binding: objects that move in one stream (2 <= n_active <= n_objects)",
     "agent_pool": "recall: agent vocabulary g0..g{n-1}; the N facts use N distinct agents",
     "value_vocab": "recall: value vocabulary v0..v{n-1}; values are drawn without replacement",
+    **REGIME_KNOB_HELP,
 }
-# Every word the templates below write besides entities (g*, o*, v*, s*) and punctuation.
+# Every word binding's and recall's templates write besides entities (g*, o*, v*, s*) and
+# punctuation (the tiny tokenizer's vocabulary is built from it: do not extend it; regimes.py's
+# REGIME_WORDS lists what its tasks add).
 FUNCTION_WORDS = ("gives", "to", "who", "is", "the", "final", "holder", "of", "what", "a0", "'s")
 TEST_FRACTION = 0.1  # share of the text space that belongs to the test split (h < 0.1)
 VAL_FRACTION = 0.1  # share that belongs to the validation split (0.1 <= h < 0.2)
@@ -64,6 +76,8 @@ class Example:
     answer: str
     answer_style: str = "short"
     knobs: dict = field(default_factory=dict, compare=False)
+    metric: str = "relaxed"
+    """how the answer is graded (score.grade): relaxed (the whole gold span) or final (its last token)"""
 
     @property
     def answer_token(self) -> str:
@@ -107,7 +121,7 @@ def _recall(rng: random.Random, length: int, agent_pool: int, value_vocab: int):
     return statements, f"what is a0 of g{agents[i]}?", f"v{values[i]}", fact
 
 
-SAMPLERS = {"binding": _binding, "recall": _recall}
+SAMPLERS = {"binding": _binding, "recall": _recall, **REGIME_SAMPLERS}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,18 +139,21 @@ def _integer(name: str, value) -> int:
 
 def resolve_knobs(task: str, length: int, **knobs) -> dict:
     """The task's default knobs updated by `knobs`, checked; raises ValueError naming the fix."""
-    if task not in TASKS:
-        raise ValueError(f"unknown FactWorld task {task!r}; valid tasks: {', '.join(TASKS)}")
+    if task not in ALL_TASKS:
+        raise ValueError(f"unknown FactWorld task {task!r}; valid tasks: {', '.join(ALL_TASKS)}")
     unknown = set(knobs) - set(DEFAULT_KNOBS[task])
     if unknown:
         valid = ", ".join(f"{k} ({KNOB_HELP[k]})" for k in DEFAULT_KNOBS[task])
         raise ValueError(f"unknown knob(s) {sorted(unknown)} for task {task!r}; valid: {valid}")
     k = {**DEFAULT_KNOBS[task], **{name: _integer(name, v) for name, v in knobs.items()}}
     length = _integer("length", length)
-    if length < 2:
-        raise ValueError(f"length must be an integer >= 2, got {length!r}")
+    least = MIN_LENGTH.get(task, 2)
+    if length < least:
+        raise ValueError(f"length must be an integer >= {least}, got {length!r}")
     problems = []
-    if task == "binding":
+    if task in REGIME_TASKS:
+        problems = check_knobs(task, length, k)
+    elif task == "binding":
         if k["n_agents"] < 2:
             problems.append(f"n_agents={k['n_agents']} must be >= 2")
         if not 2 <= k["n_active"] <= k["n_objects"]:
@@ -168,12 +185,15 @@ def _rng(task, knobs, split, length, index, seed, draw) -> random.Random:
     return random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big"))
 
 
-def make_example(task, split, length, index, seed=0, answer_style="short", **knobs) -> Example:
-    """The example at one key: draw candidates until one falls in `split` (by its text hash)."""
+def make_example(task, split, length, index, seed=0, answer_style="short", metric="relaxed", **knobs) -> Example:
+    """The example at one key: draw candidates until one falls in `split` (by its text hash).
+    `metric` only records how the example is graded; the text is the same for every metric."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
     if answer_style not in ANSWER_STYLES:
         raise ValueError(f"unknown answer_style {answer_style!r}; valid: {', '.join(ANSWER_STYLES)}")
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; valid metrics: {', '.join(METRICS)}")
     k = resolve_knobs(task, length, **knobs)
     length, index, seed = _integer("length", length), _integer("index", index), _integer("seed", seed)
     for draw in range(MAX_DRAWS):
@@ -182,21 +202,43 @@ def make_example(task, split, length, index, seed=0, answer_style="short", **kno
         prompt = " ".join(statements + [question])
         if split_of(prompt) == split:
             gold = " ".join(trace) if answer_style == "trace" else answer
-            return Example(task, split, length, index, seed, prompt, gold + ".", answer_style, k)
+            return Example(task, split, length, index, seed, prompt, gold + ".", answer_style, k, metric)
     raise ValueError(f"no {split} example found in {MAX_DRAWS} draws: the knobs {k} at length "
                      f"{length} leave too few distinct {task} prompts; enlarge the vocabularies")
 
 
 def generate(task: str, split: str = "train", n: int = 1, length: int | None = None, seed: int = 0,
-             *, start: int = 0, answer_style: str = "short", **knobs) -> list[Example]:
+             *, start: int = 0, answer_style: str = "short", metric: str = "relaxed", **knobs) -> list[Example]:
     """`n` examples of `task` at `length`, with indices start .. start + n - 1.
 
     Knobs (defaults are the original experiment's): binding n_agents=5, n_objects=8, n_active=4;
     recall agent_pool=64, value_vocab=128. `answer_style="trace"` makes the gold a short chain of
     evidence ending in the answer (binding: every holder of the queried object, in order;
-    recall: the matching fact)."""
+    recall: the matching fact; chain: the path, start to answer; conflict: the matching fact;
+    memory: `g a0 v`, the original's reinforce text). Regime knobs: regimes.REGIME_KNOBS."""
     if length is None:
-        raise ValueError("generate() needs a length (binding: events in the stream; recall: facts)")
+        raise ValueError("generate() needs a length (binding: events in the stream; recall: facts; "
+                         "chain: the depth; conflict and memory: facts in the prompt)")
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    return [make_example(task, split, length, start + i, seed, answer_style, **knobs) for i in range(n)]
+    return [make_example(task, split, length, start + i, seed, answer_style, metric, **knobs) for i in range(n)]
+
+
+def reinforce(n: int, **knobs) -> list[Example]:
+    """The original conflict_v1's reinforce examples: an empty prompt whose answer states the
+    memorised map, `g0 a0 v18.`, agents in order and cycled (what SFT memorises the map from).
+    They are the same in every split (a map is memorised, not generalised)."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    k = resolve_knobs("memory", 1, **knobs)
+    memorised = regimes.param_map(k["map_agents"], k["map_values"], k["map_seed"])
+    return [Example("memory", "train", 0, j, 0, "", f"g{j % k['map_agents']} a0 v{memorised[j % k['map_agents']]}.",
+                    "trace", k) for j in range(n)]
+
+
+def conflict_train_mix(n: int, seed: int = 0, lengths=(2, 3), **knobs) -> list[Example]:
+    """The original conflict_v1 train protocol: n // 2 reinforce examples, then n - n // 2 conflict
+    examples with the lengths cycled (the conflict half from this generator's train split)."""
+    out = reinforce(n // 2, **knobs)
+    return out + [make_example("conflict", "train", lengths[i % len(lengths)], i, seed, **knobs)
+                  for i in range(n - n // 2)]

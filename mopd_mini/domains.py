@@ -4,6 +4,13 @@ A domain's name is its routing tag: a completion of a `binding` prompt is scored
 teacher, never by an average of teachers. Both model sizes use the original FactWorld MOPD
 experiment's settings (binding trains at L = 8 and 16 and is evaluated at 16, 24, 32; recall
 trains at N = 12 and 16 and is evaluated at 16 and 24; the longest lengths are held out).
+
+REGIME_DOMAINS are the regime study's (docs/regimes.md), named but never a default: chain (the
+pointer chase, its gold the worked trace, its reward the final answer only; depths 2-3 trained,
+4-5 held out), conflict (a context value against the memorised map) and memory (that map,
+recalled from the weights), facts 2-3 trained, 4-5 held out. On the shipped tiny base chain uses
+chain_v1's text (hop_count=0): the tiny vocabulary has no `(`, digits or `hops` for chain_v2's
+`(d hops)` annotation (tests/test_factworld_regimes.py measures that).
 """
 
 from __future__ import annotations
@@ -27,8 +34,17 @@ class Domain:
     """lengths that evaluation reports; those not in train_lengths are held out"""
     knobs: dict = field(default_factory=dict)
     """FactWorld knobs (default: the original experiment's)"""
+    answer_style: str = "short"
+    """the gold's form: short (the answer token) or trace (factworld's chain of evidence ending in it)"""
+    metric: str = "relaxed"
+    """how an answer is graded, reward and evaluation alike: relaxed (the whole gold) or final (its last token)"""
 
     def __post_init__(self):
+        if self.answer_style not in factworld.ANSWER_STYLES:
+            raise ValueError(f"domain {self.name!r}: unknown answer_style {self.answer_style!r}; "
+                             f"valid: {factworld.ANSWER_STYLES}")
+        if self.metric not in factworld.METRICS:
+            raise ValueError(f"domain {self.name!r}: unknown metric {self.metric!r}; valid: {factworld.METRICS}")
         for field_name, use in (("train_lengths", "train"), ("eval_lengths", "evaluate")):
             if not getattr(self, field_name):
                 raise ValueError(f"domain {self.name!r} has empty {field_name}: no prompts to {use} on; "
@@ -43,36 +59,49 @@ class Domain:
     def train_examples(self, step: int, n: int, seed: int = 0) -> list:
         """The n training prompts of one step: a pure function of (step, seed), so runs replay."""
         return [factworld.make_example(self.name, "train", self.train_lengths[(step * n + i) % len(self.train_lengths)],
-                                       step * n + i, seed, **self.knobs) for i in range(n)]
+                                       step * n + i, seed, self.answer_style, self.metric, **self.knobs)
+                for i in range(n)]
 
     def test_examples(self, length: int, n: int, seed: int = 0) -> list:
-        return factworld.generate(self.name, "test", n=n, length=length, seed=seed, **self.knobs)
+        return self._generate("test", length, n, seed)
 
     def val_examples(self, length: int, n: int, seed: int = 0) -> list:
         """Validation prompts: disjoint from train and test, for choosing hyperparameters."""
-        return factworld.generate(self.name, "val", n=n, length=length, seed=seed, **self.knobs)
+        return self._generate("val", length, n, seed)
+
+    def _generate(self, split: str, length: int, n: int, seed: int) -> list:
+        return factworld.generate(self.name, split, n=n, length=length, seed=seed, answer_style=self.answer_style,
+                                  metric=self.metric, **self.knobs)
 
     def examples(self, split: str, length: int, n: int, seed: int = 0) -> list:
         """Evaluation prompts of one split ("test" or "val")."""
         if split not in EVAL_SPLITS:
             raise ValueError(f"unknown evaluation split {split!r}; valid: {EVAL_SPLITS} (train prompts "
                              "come from train_examples)")
-        return factworld.generate(self.name, split, n=n, length=length, seed=seed, **self.knobs)
+        return self._generate(split, length, n, seed)
 
 
 DOMAINS = {
     "binding": Domain("binding", train_lengths=(8, 16), eval_lengths=(16, 24, 32)),
     "recall": Domain("recall", train_lengths=(12, 16), eval_lengths=(16, 24)),
 }
+REGIME_DOMAINS = {
+    "chain": Domain("chain", train_lengths=(2, 3), eval_lengths=(2, 3, 4, 5), knobs={"hop_count": 0},
+                    answer_style="trace", metric="final"),
+    "conflict": Domain("conflict", train_lengths=(2, 3), eval_lengths=(2, 3, 4, 5)),
+    "memory": Domain("memory", train_lengths=(2, 3), eval_lengths=(2, 3, 4, 5)),
+}
 
 
 def get_domains(names=None) -> dict[str, Domain]:
-    """The named domains (default: all; one name may be given as a plain string), or a ValueError
-    listing the valid names."""
+    """The named domains (default: the course's, DOMAINS; one name may be given as a plain string;
+    the regime study's are found by name), or a ValueError listing the valid names."""
     names = list(DOMAINS) if names is None else [names] if isinstance(names, str) else list(names)
+    known = {**DOMAINS, **REGIME_DOMAINS}
+    valid = f"valid domains: {list(DOMAINS)}; the regime study's: {list(REGIME_DOMAINS)}"
     if not names:
-        raise ValueError(f"no domains given; valid domains: {list(DOMAINS)}")
-    unknown = [n for n in names if n not in DOMAINS]
+        raise ValueError(f"no domains given; {valid}")
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"unknown domain(s) {unknown}; valid domains: {list(DOMAINS)}")
-    return {n: DOMAINS[n] for n in names}
+        raise ValueError(f"unknown domain(s) {unknown}; {valid}")
+    return {n: known[n] for n in names}

@@ -7,7 +7,8 @@ paper's normalised score.
 
 Every model is evaluated by the same function on the same test examples: `base` is the bank
 with adapters disabled, every other name is an adapter. Accuracy is FactWorld's relaxed match
-of the greedy answer (at most 8 new tokens), on the test split (`split="val"`: the validation
+of the greedy answer (at most 8 new tokens; a domain graded on its final answer, the regime
+study's chain, uses factworld's final metric instead), on the test split (`split="val"`: the validation
 split, for choosing hyperparameters without touching test).
 
 Normalised score, per domain d (the paper's Table 2):
@@ -31,9 +32,10 @@ TEACHER_OF = "teacher_{}"  # the adapter name of domain d's teacher
 
 
 def accuracy(model, tokenizer, examples, max_new_tokens: int = 8) -> float:
-    """Share of examples whose greedy answer matches the gold (relaxed)."""
+    """Share of examples whose greedy answer matches the gold (each example's metric: relaxed, or
+    final for a domain graded on its final answer)."""
     answers = generate_answers(model, tokenizer, [e.prompt for e in examples], max_new_tokens)
-    return fmean(factworld.score(a, e.answer) for a, e in zip(answers, examples))
+    return fmean(factworld.grade(a, e) for a, e in zip(answers, examples))
 
 
 def accuracy_by_length(model, tokenizer, domains: dict[str, Domain], n: int, split: str = "test") -> dict[str, float]:

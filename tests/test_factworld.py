@@ -610,7 +610,7 @@ def test_unknown_metric():
     """An unknown metric raises ValueError listing the valid metrics."""
     with pytest.raises(ValueError, match="relaxed.*exact"):
         factworld.score("g3", "g3.", "fuzzy")
-    assert set(factworld.METRICS) == {"relaxed", "exact"}
+    assert set(factworld.METRICS) == {"relaxed", "exact", "final"}
 
 
 # ---------------------------------------------------------------------------------------------
