@@ -37,7 +37,6 @@ import argparse
 import importlib.util
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -50,7 +49,7 @@ import torch
 
 from mopd_mini.adapters import atomic_write
 
-from .common import (Steps, gb, make_bank, median, ms, print_and_write, section_head, set_threads,
+from .common import (Steps, gb, make_bank, median, ms, peak_rss_bytes, print_and_write, section_head, set_threads,
                      side_by_side, step_examples)
 from .trainer_step import step_clock
 
@@ -378,7 +377,7 @@ def memory_child(kind: str, prompts: int, shrink: dict | None, checkpointing: bo
             bank._drop(f"teacher_{d}")              # the teachers live in their own models only
     with bank.use(cfg.student, trainable=True) as model:
         out["step"] = steps.mopd(model, score=score)
-    out["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    out["peak_rss"] = peak_rss_bytes()   # VmHWM: this process's own peak (ru_maxrss carries the parent's across exec)
     if DEVICE != "cpu":  # on a GPU the figure is the CUDA allocator's peak (weights, activations, caches)
         out["peak_rss"] = torch.cuda.max_memory_allocated()
     return out

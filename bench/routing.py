@@ -13,7 +13,9 @@
 
 All four are `teachers.score` calls on the same rollout, repetitions interleaved. Two sizes: the
 tiny default (16 rows) and the real Qwen3-1.7B architecture (random weights, bf16, LoRA r = 16
-on every linear layer; 4 rows, 8 completion tokens each), one torch thread.
+on every linear layer; 4 rows, 8 completion tokens each; 4 of its 28 layers by default, its width
+and vocabulary kept, so that the 20 repetitions the +/- 0.03 reading needs fit in minutes:
+`--qwen3-layers 0` runs all 28), one torch thread.
 
     python -m bench.routing                     # both sizes (the Qwen3 size takes several minutes)
     python -m bench.routing --size tiny
@@ -53,11 +55,11 @@ def rollout_for(bank, cfg, sampled: bool) -> Rollout:
     return make_rollout(ids, mask, comp, torch.ones(len(examples), C), examples)
 
 
-def measure(size: str, reps: int, prompts_per_domain: int, threads: int) -> dict:
+def measure(size: str, reps: int, prompts_per_domain: int, threads: int, layers: int | None = None) -> dict:
     set_threads(threads)
     model = "tiny" if size == "tiny" else "qwen3-1.7b-random"
     cfg = MOPDConfig.for_model(model, experiment=None, progress=False, prompts_per_domain=prompts_per_domain)
-    bank = make_bank(model)
+    bank = make_bank(model, shrink={"num_hidden_layers": layers} if layers else None)
     rollout = rollout_for(bank, cfg, sampled=size == "tiny")
     one = {d: TEACHERS[0] for d in cfg.domains}
 
@@ -114,6 +116,8 @@ def main(argv=None, write: bool = True):
     p.add_argument("--qwen3-reps", type=int, default=20, help="repetitions at the Qwen3-1.7B size (enough for the "
                    f"interval to resolve ±{RESOLVE} on a quiet machine)")
     p.add_argument("--qwen3-prompts", type=int, default=2, help="prompts per domain at the Qwen3-1.7B size")
+    p.add_argument("--qwen3-layers", type=int, default=4, help="of Qwen3-1.7B's 28 layers (its width and vocabulary "
+                   "kept): routing's cost is per layer, and 4 layers let 20 repetitions run in minutes (0: all 28)")
     p.add_argument("--qwen3-threads", type=int, default=1, help="torch threads at the Qwen3 size (default 1: "
                    "on this shared machine 2 threads ran a Qwen3 forward 3x slower than 1)")
     p.add_argument("--quick", action="store_true", help="tiny, 2 prompts per domain, 2 repetitions")
@@ -126,13 +130,15 @@ def main(argv=None, write: bool = True):
         if args.size in ("tiny", "both"):
             results["tiny"] = measure("tiny", args.reps, 8, 1)
         if args.size in ("qwen3", "both"):
-            results["qwen3"] = measure("qwen3", args.qwen3_reps, args.qwen3_prompts, args.qwen3_threads)
+            results["qwen3"] = measure("qwen3", args.qwen3_reps, args.qwen3_prompts, args.qwen3_threads,
+                                       args.qwen3_layers or None)
     lines = [section_head("Routed scoring: two teachers in one pass", "bench.routing", argv=argv), "",
              "A two-domain batch (half binding, half recall, contiguous as `train_student` builds it) scored by "
              "its routed teachers, against the same batch through ONE teacher (the same FLOPs, so 1.0x is the "
              "limit). Medians of interleaved repetitions; ratios are medians of per-repetition ratios.", ""]
     figures = {}
-    labels = {"tiny": "tiny", "qwen3": "Qwen3-1.7B size (random weights, bf16, CPU)"}
+    depth = f"{args.qwen3_layers} of its 28 layers" if args.qwen3_layers else "all 28 layers"
+    labels = {"tiny": "tiny", "qwen3": f"Qwen3-1.7B size (width and vocabulary, {depth}, random weights, bf16, CPU)"}
     for size, res in results.items():
         rows, fig = table(res, labels[size])
         lines += rows + [""]

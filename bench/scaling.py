@@ -41,6 +41,7 @@ from pathlib import Path
 import torch
 
 from mopd_mini import stats
+from mopd_mini.adapters import atomic_write
 
 from .common import (ROOT, Steps, copies, copy_name, gb, machine, make_bank, median, ms, print_and_write,
                      section_head, set_threads, side_by_side, step_examples)
@@ -131,9 +132,9 @@ def time_teachers(size: str, ns, batch: int, reps: int, layers: int, separate_ns
 
 def memory_child(kind: str, n: int, batch: int, layers: int, quick: bool = False) -> dict:
     """One MOPD step at the Qwen3 width with n teachers: `shared` (adapters on the student's base)
-    or `separate` (n merged models); the process's peak RSS."""
-    import resource
-
+    or `separate` (n merged models); the process's peak RSS (VmHWM: this process's own, where
+    getrusage's ru_maxrss would carry the parent's peak across exec)."""
+    from .common import peak_rss_bytes
     from .peers import separate_scorer
 
     bank = bank_for("qwen3", n, layers, quick)
@@ -148,7 +149,7 @@ def memory_child(kind: str, n: int, batch: int, layers: int, quick: bool = False
     with bank.use(cfg.student, trainable=True) as model:
         steps.mopd(model, score=score)
     adapter = sum(p.numel() * p.element_size() for p in bank.parameters(cfg.student).values())
-    return {"kind": kind, "n": n, "layers": layers, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    return {"kind": kind, "n": n, "layers": layers, "peak_rss": peak_rss_bytes(),
             "adapter_bytes": adapter}
 
 
@@ -176,11 +177,9 @@ def line(xs, ys) -> tuple[float, float]:
 
 
 def teachers_curve(args) -> dict:
+    """Memory first (each configuration in its own process), then the step times in this one."""
     ns = (2, 4) if args.quick else TEACHER_NS
-    res = {"tiny": time_teachers("tiny", ns, 4 if args.quick else 16, 1 if args.quick else args.reps, 0,
-                                 separate_ns=ns)}
-    if not args.quick:
-        res["qwen3"] = time_teachers("qwen3", ns, 16, args.qwen3_reps, args.layers, separate_ns=(2, 8))
+    res = {}
     batch = 4 if args.quick else 16
     mem = {"shared": {}, "separate": {}}
     if args.quick:   # one toy configuration each: the code path, in seconds
@@ -193,6 +192,11 @@ def teachers_curve(args) -> dict:
             mem[kind][(n, L)] = memory(kind, n, batch, L, args.quick)
     res["memory"] = mem
     res["batch"] = batch
+    if args.memory_only:   # the step times of the last saved run stay
+        return res
+    res["tiny"] = time_teachers("tiny", ns, 4 if args.quick else 16, 1 if args.quick else args.reps, 0, separate_ns=ns)
+    if not args.quick:
+        res["qwen3"] = time_teachers("qwen3", ns, 16, args.qwen3_reps, args.layers, separate_ns=(2, 8))
     return res
 
 
@@ -539,6 +543,8 @@ def main(argv=None, write: bool = True):
     p.add_argument("--trl-reps", type=int, default=3)
     p.add_argument("--batch-steps", type=int, default=8)
     p.add_argument("--batch-reps", type=int, default=2)
+    p.add_argument("--memory-only", action="store_true", help="teachers curve: measure the memory again and keep "
+                   f"the step times saved in {JSON.name}")
     p.add_argument("--quick", action="store_true", help="toy sizes, one repetition, nothing written (smoke test)")
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     p.add_argument("--render", action="store_true", help=f"the sections and figures again from {JSON.name} "
@@ -563,10 +569,18 @@ def main(argv=None, write: bool = True):
                 setattr(args, k, v)
         else:
             res, run_argv = measure(args), (argv if argv is not None else sys.argv[1:])
+            if name == "teachers" and args.memory_only:
+                if name not in saved:
+                    raise SystemExit("--memory-only keeps the saved step times: run the whole teachers curve first")
+                old = decode(saved[name]["res"])
+                res = {**old, "memory": res["memory"], "batch": res["batch"]}
+                run_argv = saved[name]["argv"] + ["(memory: " + " ".join(argv if argv is not None else sys.argv[1:]) + ")"]
             if write and not args.no_write and not args.quick:  # the raw figures first: a failing report loses nothing
-                saved[name] = {"res": encode(res), "argv": run_argv, "args": {k: v for k, v in vars(args).items()
-                                                                               if k not in ("render", "curve")}}
-                JSON.write_text(json.dumps(saved, indent=1))
+                entry = {"res": encode(res), "argv": run_argv, "args": {k: v for k, v in vars(args).items()
+                                                                         if k not in ("render", "curve")}}
+                saved = json.loads(JSON.read_text()) if JSON.exists() else {}   # again: another curve may have written
+                saved[name] = entry
+                atomic_write(JSON, json.dumps(saved, indent=1).encode())
         out[name] = res
         body, figures, plots = report(res, args, run_argv)
         do_write = write and not args.no_write and not args.quick
