@@ -124,14 +124,14 @@ def test_ablations_page_renders_from_the_saved_json(capsys):
     assert "Reading the numbers" in text                      # the hand-written reading is kept
 
 
-def test_baselines_evals_merge_the_workers_files(tmp_path):
-    """bench.baselines --workers: each worker writes evals-w<i>.json beside evals.json; the main
+def test_study_evals_merge_the_workers_files(tmp_path):
+    """bench.study's workers (bench.baselines --workers): each worker writes evals-w<i>.json beside evals.json; the main
     process reads them all (its own file last), and writes only its own."""
-    baselines = importlib.import_module("bench.baselines")
+    study = importlib.import_module("bench.study")
     (tmp_path / "evals-w0.json").write_text(json.dumps({"a|test|5": {"binding": {"16": 0.5}}}))
     (tmp_path / "evals-w1.json").write_text(json.dumps({"b|test|5": {"binding": {"16": 0.25}}}))
     (tmp_path / "evals.json").write_text(json.dumps({"b|test|5": {"binding": {"16": 0.75}}}))
-    evals = baselines.Evals(tmp_path / "evals.json")
+    evals = study.Evals(tmp_path / "evals.json")
     assert evals.get(None, "a", "test", 5) == {"binding": {16: 0.5}}      # a worker's, no evaluation run
     assert evals.get(None, "b", "test", 5) == {"binding": {16: 0.75}}     # the main file wins
     assert json.loads((tmp_path / "evals-w0.json").read_text()) == {"a|test|5": {"binding": {"16": 0.5}}}

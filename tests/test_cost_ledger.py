@@ -223,7 +223,7 @@ def test_the_baselines_bench_reloads_its_teachers_counters(monkeypatch, tmp_path
     """bench.baselines' Bench trains its teachers once and every later Bench (another seed's run,
     a worker process, a re-run) reloads them: the reloaded teachers' counters equal the hand count
     of the training run, so every pipeline's teacher share is counted by the code that trained them."""
-    from bench import baselines
+    from bench import baselines, study
     from mopd_mini import grpo
     monkeypatch.delenv("MOPD_FAST", raising=False)
     monkeypatch.setattr(runs, "RUNS_DIR", tmp_path)
@@ -243,7 +243,7 @@ def test_the_baselines_bench_reloads_its_teachers_counters(monkeypatch, tmp_path
         assert not again.teachers[d].trained
         assert again.teachers[d].metrics == first.teachers[d].metrics
         check_totals(again.teachers[d], per_domain[d])
-    stage, pipe = baselines.stage_and_pipeline(again, "mopd_pg", baselines.Result("x", None, {}, 0.0))
+    stage, pipe = study.stage_and_pipeline(again, baselines.needs("mopd_pg"), study.Result("x", None, {}, 0.0))
     both = cost.add(*(cost.totals(again.teachers[d].metrics) for d in baselines.DOMAINS))
     assert {k: pipe[k] for k in both} == both               # MOPD's pipeline: both teachers, counted once each
 
