@@ -97,6 +97,7 @@ class Protocol:
     eval_every: int = 50                  # periodic val evaluations (the curves)
     val_n: int = 100                      # val prompts per domain and length (grid, curves)
     teacher_steps: int | None = None      # None: the chosen teacher config's
+    curve_n: int | None = None            # val prompts of the periodic evaluations (None: val_n; bench.matched: fewer)
 
 
 FULL = Protocol()
@@ -129,28 +130,32 @@ class Bench:
 
     def common(self, seed: int, lr: float) -> dict:
         p = self.proto
-        return dict(steps=p.steps, lr=lr, seed=seed, eval_every=p.eval_every, eval_n=p.val_n, eval_split="val",
+        return dict(steps=p.steps, lr=lr, seed=seed, eval_every=p.eval_every, eval_n=p.curve_n or p.val_n, eval_split="val",
                     experiment=self.experiment, progress=self.progress)
 
-    def train(self, method: str, lr: float, seed: int) -> Result:
-        p, name = self.proto, f"{method}_lr{tag(lr)}_s{seed}"
+    def train(self, method: str, lr: float, seed: int, steps: int | None = None, k: int | None = None) -> Result:
+        """One run of a trained method; `steps` and `k` (RFT / soft labels' samples per prompt)
+        override the protocol's budget and then name the run (bench.matched's budgets)."""
+        p = self.proto
+        name = f"{method}_lr{tag(lr)}" + (f"_n{steps}" if steps else "") + (f"_k{k}" if k else "") + f"_s{seed}"
+        common = {**self.common(seed, lr), **({"steps": steps} if steps else {})}
         if method.startswith("mopd_"):
             run = mm.train_student(self.bank, mm.MOPDConfig.for_model(
                 "tiny", loss=method.split("_")[1], prompts_per_domain=p.per_domain, student=name, track_steps=(),
-                **self.common(seed, lr)))
+                **common))
         elif method == "mixrl":
             run = mm.train_teacher(self.bank, mm.GRPOConfig.for_model(
-                "tiny", domain=DOMAINS, prompts_per_step=p.per_domain, name=name, **self.common(seed, lr)))
+                "tiny", domain=DOMAINS, prompts_per_step=p.per_domain, name=name, **common))
         elif method.startswith("cascade_"):
             first, second = ("binding", "recall") if method == "cascade_br" else ("recall", "binding")
             run = mm.train_teacher(self.bank, mm.GRPOConfig.for_model(
                 "tiny", domain=second, init_from=f"teacher_{first}", eval_domains=(first,), prompts_per_step=p.per_domain,
-                name=name, **self.common(seed, lr)))
+                name=name, **common))
         else:
             cfg = OfflineConfig.for_model("tiny", loss={"rft": "sft", "soft": "soft"}[method], name=name,
-                                          prompts_per_domain=p.offline_prompts, samples_per_prompt=p.offline_k,
-                                          batch_size=2 * p.per_domain, **self.common(seed, lr))
-            key = (seed,)
+                                          prompts_per_domain=p.offline_prompts, samples_per_prompt=k or p.offline_k,
+                                          batch_size=2 * p.per_domain, **common)
+            key = (seed, cfg.samples_per_prompt)
             if key not in self.collected:
                 self.collected[key] = collect(self.bank, cfg)
             run = train_offline(self.bank, cfg, self.collected[key])

@@ -115,6 +115,9 @@ class Method:
     needs: tuple[str, ...] = ()
     in_workers: bool = True
     scalar: str | None = None
+    extend: Callable[[dict, list[dict]], dict | None] | None = None
+    """bracketing: extend(best setting, settings tried) -> a setting beyond the grid's edge when the
+    best is on it (None: it is interior); the runner trains it at seed 0 on val and chooses again"""
 
     def __post_init__(self):
         if not self.grid:
@@ -148,6 +151,12 @@ class Study:
     """the scores each row reports: {part: {domain: lengths} or None for every length}"""
     tie_break: int | None = None
     """a second seed for a val choice within one SE (None: seed 0 decides alone)"""
+    val_from_run: bool = True
+    """score the val choice on the run's last periodic evaluation (True: the periodic evaluations
+    use the choice's val_n prompts) or on a separate evaluation at val_n (False: the periodic ones
+    are smaller, for the curves only)"""
+    max_extend: int = 2
+    """at most this many settings a method's grid is extended by (`Method.extend`)"""
 
     def __post_init__(self):
         for name, pick in self.picks.items():
@@ -254,9 +263,11 @@ def _entry(study, state, r, setting, val_n) -> dict:
             "mean": s["mean"], "se": s["mean_se"], "seconds": r.seconds}
 
 
-def _val(ctx, evals, state, r, val_n, domains):
-    """The run's val accuracies: its last periodic evaluation IS the val evaluation, when it ran."""
-    state.val[r.name] = final_accs(r.run, domains) or evals.get(ctx.bank, r.name, "val", val_n)
+def _val(study, ctx, evals, state, r, val_n):
+    """The run's val accuracies: its last periodic evaluation IS the val evaluation, when it ran
+    at val_n (`Study.val_from_run`); else an evaluation at val_n."""
+    ran = final_accs(r.run, study.domains) if study.val_from_run else None
+    state.val[r.name] = ran or evals.get(ctx.bank, r.name, "val", val_n)
 
 
 def choose(study: Study, ctx, evals: Evals, state: State, workers: int, quiet: bool) -> dict:
@@ -267,8 +278,18 @@ def choose(study: Study, ctx, evals: Evals, state: State, workers: int, quiet: b
     for m, meth in tqdm(study.methods.items(), desc="val grid (seed 0)", disable=quiet):
         for setting in meth.grid:
             r = meth.train(ctx, setting, 0)
-            _val(ctx, evals, state, r, val_n, study.domains)
+            _val(study, ctx, evals, state, r, val_n)
             state.grid.setdefault(m, []).append(_entry(study, state, r, setting, val_n))
+            trained[(m, json.dumps(setting, sort_keys=True))] = r
+    for m, meth in study.methods.items():                  # bracketing: past an edge the best sits on
+        for _ in range(study.max_extend if meth.extend else 0):
+            best = max(state.grid[m], key=lambda g: g["mean"])
+            setting = meth.extend(_setting(meth, best), [_setting(meth, g) for g in state.grid[m]])
+            if setting is None:
+                break
+            r = meth.train(ctx, setting, 0)
+            _val(study, ctx, evals, state, r, val_n)
+            state.grid[m].append({**_entry(study, state, r, setting, val_n), "extended": True})
             trained[(m, json.dumps(setting, sort_keys=True))] = r
     if study.tie_break is not None:
         close = []
@@ -282,7 +303,7 @@ def choose(study: Study, ctx, evals: Evals, state: State, workers: int, quiet: b
             for g in top:
                 setting = _setting(study.methods[m], g)
                 r = study.methods[m].train(ctx, setting, study.tie_break)
-                _val(ctx, evals, state, r, val_n, study.domains)
+                _val(study, ctx, evals, state, r, val_n)
                 second = _entry(study, state, r, setting, val_n)
                 g["mean2"] = fmean([g["mean"], second["mean"]])
                 g["seed2"] = {k: second[k] for k in ("name", "mean", "se", *study.domains)}

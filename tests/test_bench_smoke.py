@@ -135,3 +135,38 @@ def test_study_evals_merge_the_workers_files(tmp_path):
     assert evals.get(None, "a", "test", 5) == {"binding": {16: 0.5}}      # a worker's, no evaluation run
     assert evals.get(None, "b", "test", 5) == {"binding": {16: 0.75}}     # the main file wins
     assert json.loads((tmp_path / "evals-w0.json").read_text()) == {"a|test|5": {"binding": {"16": 0.5}}}
+
+
+def test_matched_sweep_quick_writes_resumes_and_keeps_the_preregistration(monkeypatch, tmp_path):
+    """bench.matched --quick (one teacher budget, two seeds; seconds): every method at that T, the
+    lift and the normalised score, pipeline FLOPs with the teachers each method needs, a grid
+    extended past its edge, the JSON and figure written, the pre-registration above the results
+    kept; a re-run reloads every run (the same numbers); --render gives the same section again."""
+    monkeypatch.delenv("MOPD_FAST", raising=False)
+    runs = importlib.import_module("mopd_mini.runs")
+    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "runs")
+    matched = importlib.import_module("bench.matched")
+    out = tmp_path / "docs"
+    out.mkdir()
+    (out / "matched.md").write_text("# Matched\n\n## Pre-registration\n\nH1 stated before the run.\n")
+    rep = matched.main(["--quick", "--quiet", "--seeds", "0", "1", "--out", str(out)])
+    at = rep["by_T"]["2"]
+    assert set(at["rows"]) == set(matched.METHODS) and all(list(per) == [0, 1] for per in at["rows"].values())
+    row = at["rows"]["mopd_kl"][0]
+    assert set(row["lift"]) == {"binding", "recall", "mean"} and "mean" in row["all"]
+    teachers = sum(t["flops"] for t in at["teacher_cost"].values())
+    assert abs(row["pipeline"]["flops"] - row["stage"]["flops"] - teachers) < 1e-6 * teachers   # both teachers
+    mix = at["rows"]["mixrl"][0]
+    assert mix["pipeline"]["flops"] == mix["stage"]["flops"]                                  # no teachers
+    casc = at["rows"]["cascade_br"][0]
+    assert abs(casc["pipeline"]["flops"] - casc["stage"]["flops"] - at["teacher_cost"]["binding"]["flops"]) < 1
+    assert any(g.get("extended") for g in at["grid"]["rft"])                                  # bracketed past its edge
+    assert {"steps", "k", "lr"} == set(at["chosen"]["rft"])
+    page = (out / "matched.md").read_text()
+    assert page.startswith("# Matched\n\n## Pre-registration\n\nH1 stated before the run.")
+    assert "## Results" in page and "MOPD exact KL minus Mix-RL" in page
+    assert (out / "figures" / "matched_cost.png").exists() and (out / "matched.json").exists()
+    again = matched.main(["--quick", "--quiet", "--seeds", "0", "1", "--no-write"])
+    assert again["by_T"]["2"]["rows"]["mopd_kl"][1]["acc"] == at["rows"]["mopd_kl"][1]["acc"]
+    matched.main(["--render", str(out / "matched.json"), "--out", str(tmp_path / "again")])
+    assert (tmp_path / "again" / "matched.md").read_text().split("## Results")[1] == page.split("## Results")[1]
