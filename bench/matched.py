@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -192,7 +193,7 @@ def reach(bench, m: str, r, state: study.State, needs: tuple, target: float) -> 
             part = cost.flops(stage, bench.N, bench.n_lora)
             seconds = r.seconds * (part / whole if whole else 1.0) + sum(t.seconds for t in teachers)
             return {"step": step, "lift": lifted, "teachers_lift": teachers_lift,
-                    "flops": cost.flops(pipe, bench.N, bench.n_lora), "seconds": seconds}
+                    "flops": cost.flops(pipe, bench.N, bench.n_lora), "stage_flops": part, "seconds": seconds}
     return None
 
 
@@ -219,6 +220,28 @@ def summarise(declared: study.Study, plan: Plan, T: int):
 
 
 METHODS = STUDENTS + RL + OFFLINE + tuple(f"merge_{h}" for h in MERGES) + ("merge_best",)
+CRITIQUE = 14.8                                         # the low end of the critique's 14.8-23.1x
+
+
+def on_edge(by_T: dict, m: str) -> bool:
+    """Whether the chosen learning rate is still at an end of the rates tried (the other keys of
+    the setting held at the chosen ones): not bracketed."""
+    chosen = by_T["chosen"][m]
+    if not isinstance(chosen, dict) or "lr" not in chosen:
+        return False
+    rest = {k: v for k, v in chosen.items() if k != "lr"}
+    lrs = [g["lr"] for g in by_T["grid"][m] if {k: g.get(k) for k in rest} == rest]
+    return len(lrs) > 1 and chosen["lr"] in (min(lrs), max(lrs))
+
+
+def cost_ratio(rows: dict, a: str, b: str, key: str = "flops") -> dict:
+    """H3: a's cost to reach the target over b's, per seed where both reach it; the geometric mean
+    and the 95% t-interval of the log ratio (stats.paired of the logs)."""
+    la = {s: math.log(p["reach"][key]) for s, p in rows[a].items() if p.get("reach")}
+    lb = {s: math.log(p["reach"][key]) for s, p in rows[b].items() if p.get("reach")}
+    p = stats.paired(la, lb)
+    return {**p, "ratio": math.exp(p["diff"]) if p["n"] else float("nan"),
+            "below_critique": p["n"] >= 2 and not math.isnan(p["hi"]) and p["hi"] < math.log(CRITIQUE)}
 
 
 def results_markdown(rep: dict) -> str:
@@ -241,7 +264,8 @@ def results_markdown(rep: dict) -> str:
             to = (f"{fmean(x['flops'] for x in reached):.2e} ({len(reached)}/{len(per)} seeds)" if reached
                   else f"not reached (0/{len(per)})")
             wall = f"{fmean(x['seconds'] for x in reached):.0f}" if reached else "—"
-            out.append(f"| {LABEL[m]} | {json.dumps(by_T['chosen'][m])} | {col(lambda p: p['lift']['binding'])} | "
+            chosen = json.dumps(by_T["chosen"][m]) + (" **(on the grid's edge: not bracketed)**" if on_edge(by_T, m) else "")
+            out.append(f"| {LABEL[m]} | {chosen} | {col(lambda p: p['lift']['binding'])} | "
                        f"{col(lambda p: p['lift']['recall'])} | {col(lambda p: p['lift']['mean'])} | "
                        f"{col(lambda p: p['all']['mean'])} | {fmean(p['pipeline']['flops'] for p in per):.2e} | "
                        f"{to} | {wall} |")
@@ -252,6 +276,18 @@ def results_markdown(rep: dict) -> str:
             pl, pn = study.paired(rows, a, b, "lift"), study.paired(rows, a, b)
             res = lambda p: stats.interval_text(p) + (" (resolved)" if p["resolved"] else " (not resolved)")  # noqa: E731
             out.append(f"| {LABEL[a]} minus {LABEL[b]} | {res(pl)} | {res(pn)} |")
+        best = max(STUDENTS, key=lambda m: stats.mean_sd([p["lift"]["mean"] for p in rows[m].values()])[0])
+        out += ["", f"H3, the cost to reach {rep['plan']['target']:.0%} of the teachers' val lift, {LABEL[best]} (the "
+                "MOPD form with the highest mean test lift here) over each offline baseline: geometric mean over the "
+                "seeds where both reach it, 95% t-interval of the log ratio as a ratio interval; supported at this T "
+                f"when the interval's upper end is below {CRITIQUE}x.", "",
+                "| ratio | pipeline FLOPs | stage FLOPs | wall s | seeds | below 14.8x |", "| --- | --- | --- | --- | --- | --- |"]
+        for b in OFFLINE:
+            r = {k: cost_ratio(rows, best, b, k) for k in ("flops", "stage_flops", "seconds")}
+            txt = lambda q: (f"{q['ratio']:.2f}x" + (f" [{math.exp(q['lo']):.2f}, {math.exp(q['hi']):.2f}]"  # noqa: E731
+                                                      if not math.isnan(q["half"]) else "")) if q["n"] else "—"
+            out.append(f"| {LABEL[best]} / {LABEL[b]} | {txt(r['flops'])} | {txt(r['stage_flops'])} | "
+                       f"{txt(r['seconds'])} | {r['flops']['n']} | {'yes' if r['flops']['below_critique'] else 'no'} |")
         out.append("")
     out += ["![lift and normalised score against pipeline FLOPs](figures/matched_cost.png)", ""]
     return "\n".join(out) + "\n"

@@ -170,3 +170,24 @@ def test_matched_sweep_quick_writes_resumes_and_keeps_the_preregistration(monkey
     assert again["by_T"]["2"]["rows"]["mopd_kl"][1]["acc"] == at["rows"]["mopd_kl"][1]["acc"]
     matched.main(["--render", str(out / "matched.json"), "--out", str(tmp_path / "again")])
     assert (tmp_path / "again" / "matched.md").read_text().split("## Results")[1] == page.split("## Results")[1]
+
+
+def test_matched_cost_ratio_and_edge_marks():
+    """H3's ratio is the geometric mean of the per-seed cost ratios over the seeds where both arms
+    reach the target, with the t-interval of the log ratio; a chosen rate at the end of the rates
+    tried (the other keys held) is marked, one inside them is not."""
+    import math
+    matched = importlib.import_module("bench.matched")
+    rows = {"a": {0: {"reach": {"flops": 2.0}}, 1: {"reach": {"flops": 8.0}}, 2: {"reach": None}},
+            "b": {0: {"reach": {"flops": 1.0}}, 1: {"reach": {"flops": 2.0}}, 2: {"reach": {"flops": 1.0}}}}
+    r = matched.cost_ratio(rows, "a", "b")
+    assert r["n"] == 2 and math.isclose(r["ratio"], math.sqrt(2.0 * 4.0))
+    assert r["below_critique"] is False              # t = 12.71 at 2 seeds: the upper end is far above 14.8
+    rows["a"][2]["reach"] = {"flops": 3.0}
+    assert matched.cost_ratio(rows, "a", "b")["below_critique"] is True      # ratios 2, 4, 3: well below 14.8
+    grid = [{"steps": 300, "k": 4, "lr": lr} for lr in (1e-3, 3e-3)] + [{"steps": 600, "k": 4, "lr": 1e-2}]
+    assert matched.on_edge({"chosen": {"rft": {"steps": 300, "k": 4, "lr": 3e-3}}, "grid": {"rft": grid}}, "rft")
+    grid.append({"steps": 300, "k": 4, "lr": 1e-2})
+    assert not matched.on_edge({"chosen": {"rft": {"steps": 300, "k": 4, "lr": 3e-3}}, "grid": {"rft": grid}}, "rft")
+    assert matched.extend_lr({"lr": 1e-2}, [{"lr": 1e-3}, {"lr": 3e-3}, {"lr": 1e-2}]) == {"lr": 3e-2}
+    assert matched.extend_lr({"lr": 3e-3}, [{"lr": 1e-3}, {"lr": 3e-3}, {"lr": 1e-2}]) is None
