@@ -408,7 +408,8 @@ def markdown(rep: dict) -> str:
             f"x 8 samples = {max(t_steps) * P['per_domain'] * 8:,} samples of its domain; Mix-RL and Cascade RL's second "
             f"stage had {P['steps']} steps = {P['steps'] * P['per_domain'] * 8:,} samples per domain, "
             f"**{rl_ratio:.1f}x** the teachers' RL. So Mix-RL's place against MOPD here mixes the method with a larger "
-            "RL budget; a comparison at the same per-domain RL budget is not on this page (it is open work). "
+            "RL budget; a comparison at the same per-domain RL budget is not on this page: it is "
+            "[docs/matched.md](matched.md), pre-registered before it runs. "
             "A score above 1 means better than that domain's teacher"
             + (f" ({', '.join(above)} here)" if above else "") + ", which RL on the reward can reach and a "
             "distilled student, capped by its teachers, is not expected to.",
