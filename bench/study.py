@@ -72,6 +72,12 @@ class Evals:
                 if f.exists():
                     self.data.update(json.loads(f.read_text()))
 
+    def refresh(self) -> None:
+        """Read what the workers have evaluated since (their files), keeping this file's entries."""
+        if self.path is not None:
+            for f in sorted(self.path.parent.glob(f"{self.path.stem}-w*.json")):
+                self.data = {**json.loads(f.read_text()), **self.data}
+
     def get(self, bank, name: str, split: str, n: int) -> dict:
         key = f"{name}|{split}|{n}"
         if key not in self.data:
@@ -234,15 +240,18 @@ def curve(run, ref: dict, per_domain: int, start: str = "base", domains=DOMAINS)
 # ---------------------------------------------------------------------------------------------
 
 
-def in_workers(study: Study, jobs: list, workers: int, n: int) -> None:
+def in_workers(study: Study, jobs: list, workers: int, n: int, evals: Evals | None = None) -> None:
     """Train `jobs` ([method, setting, seed, split or None], ...) in `workers` processes of the
     study's module (see `worker_main`); a job with a split is evaluated there too. Each worker
-    writes its own evals file; the runs go where the main process looks for them."""
+    writes its own evals file, which `evals` then reads; the runs go where the main process
+    looks for them."""
     jobs = [j for j in jobs if study.methods[j[0]].in_workers]
     if workers > 1 and jobs:
         in_processes(study.module, [list(j) for j in jobs], workers,
                      lambda w, mine: ["--worker", str(w), "--jobs", json.dumps(mine), "--n", str(n), "--quiet",
                                       *study.argv])
+        if evals is not None:
+            evals.refresh()
 
 
 def worker_main(study: Study, worker: int, jobs: str, n: int, val_n: int) -> None:
@@ -274,7 +283,9 @@ def choose(study: Study, ctx, evals: Evals, state: State, workers: int, quiet: b
     """Phase 1: every method's grid at seed 0 on val, then the choices (see the module docstring).
     Returns the seed-0 runs, {(method, setting as JSON): Result}: the chosen one is seed 0's result."""
     val_n, trained = state.val_n, {}
-    in_workers(study, [(m, s, 0, None) for m, meth in study.methods.items() for s in meth.grid], workers, state.n)
+    split = None if study.val_from_run else "val"         # a separate val evaluation: the workers run it too
+    in_workers(study, [(m, s, 0, split) for m, meth in study.methods.items() for s in meth.grid], workers, state.n,
+               evals)
     for m, meth in tqdm(study.methods.items(), desc="val grid (seed 0)", disable=quiet):
         for setting in meth.grid:
             r = meth.train(ctx, setting, 0)
@@ -297,8 +308,8 @@ def choose(study: Study, ctx, evals: Evals, state: State, workers: int, quiet: b
             ranked = sorted(entries, key=lambda g: g["mean"], reverse=True)
             if len(ranked) >= 2 and ranked[0]["mean"] - ranked[1]["mean"] < ranked[0]["se"]:
                 close.append((m, ranked[:2]))
-        in_workers(study, [(m, _setting(study.methods[m], g), study.tie_break, None) for m, top in close for g in top],
-                   workers, state.n)
+        in_workers(study, [(m, _setting(study.methods[m], g), study.tie_break, split) for m, top in close for g in top],
+                   workers, state.n, evals)
         for m, top in close:
             for g in top:
                 setting = _setting(study.methods[m], g)
@@ -345,7 +356,7 @@ def run(study: Study, *, seeds: list[int], n: int, val_n: int, workers: int = 1,
     state.test = {a: evals.get(ctx.bank, a, "test", n) for a in study.refs}
     trained_val = choose(study, ctx, evals, state, workers, quiet)
     in_workers(study, [(m, chosen_setting(study, state, m), seed, "test") for seed in seeds if seed != 0
-                       for m in study.methods], workers, n)
+                       for m in study.methods], workers, n, evals)
     report = None
     for seed in seeds:
         done = {}

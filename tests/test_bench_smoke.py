@@ -135,6 +135,10 @@ def test_study_evals_merge_the_workers_files(tmp_path):
     assert evals.get(None, "a", "test", 5) == {"binding": {16: 0.5}}      # a worker's, no evaluation run
     assert evals.get(None, "b", "test", 5) == {"binding": {16: 0.75}}     # the main file wins
     assert json.loads((tmp_path / "evals-w0.json").read_text()) == {"a|test|5": {"binding": {"16": 0.5}}}
+    (tmp_path / "evals-w1.json").write_text(json.dumps({"b|test|5": {"binding": {"16": 0.0}}, "c|val|5": {"recall": {"16": 1.0}}}))
+    evals.refresh()                                  # a later phase's worker results, read without evaluating
+    assert evals.get(None, "c", "val", 5) == {"recall": {16: 1.0}}
+    assert evals.get(None, "b", "test", 5) == {"binding": {16: 0.75}}     # what this process holds wins
 
 
 def test_matched_sweep_quick_writes_resumes_and_keeps_the_preregistration(monkeypatch, tmp_path):
