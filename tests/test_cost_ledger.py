@@ -164,6 +164,30 @@ def test_mopd_counts_by_hand_in_each_loss(loss, teacher_bank, monkeypatch):
         teacher_bank, "student", hand["generated"] + hand["teacher_prefill"], hand["trained"])
 
 
+def test_ucmopd_golden_gain_counts_both_samplings_by_hand(teacher_bank, monkeypatch):
+    """UCMOPD's golden gain samples twice a step (one anchor per prompt, then m explorations per
+    prompt): each sampling prefills the distinct prompts once, so the sampler prefill is twice the
+    distinct prompts' tokens; the teachers score and the student trains every row of both (no
+    prefill once: two passes)."""
+    from mopd_mini import distill
+    from mopd_mini.ucmopd import GoldenGain
+    seen = capture(monkeypatch, distill)
+    m = 2
+    run = train_student(teacher_bank, MOPDConfig(steps=2, prompts_per_domain=2, topk=4, eval_every=0, track_steps=(),
+                                                 golden_gain=GoldenGain(samples=m), experiment=None, progress=False))
+    tok = teacher_bank.tokenizer
+    stop = set(eos_ids(teacher_bank.model, tok))
+    assert len(seen) == 2 * len(run.metrics)
+    for row, anchor, explore in zip(run.metrics, seen[0::2], seen[1::2]):
+        assert len(explore.examples) == m * len(anchor.examples) and anchor.prefill is None
+        distinct = sum(prompt_tokens(tok, ex) for ex in anchor.examples)
+        gen = sum(generated(anchor, stop)) + sum(generated(explore, stop))
+        every_row = (1 + m) * distinct + gen
+        assert row["cost/sample_prefill_tokens"] == 2 * distinct and row["cost/generated_tokens"] == gen
+        assert row["cost/teacher_prefill_tokens"] == row["cost/trained_tokens"] == every_row
+        assert row["cost/loss_tokens"] == gen
+
+
 @pytest.mark.parametrize("loss", ["sft", "soft"])
 def test_offline_counts_by_hand(loss, teacher_bank, monkeypatch):
     """RFT and soft labels: the step-0 row is the teachers' sampling (each distinct prompt
