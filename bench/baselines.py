@@ -19,6 +19,8 @@ The protocol (what docs/baselines.md states beside its numbers):
     each trained method, 3 settings for each merge type; the best mean normalised score on val
     wins; the chosen seed-0 run is the seed-0 result (its test split read once, at the end);
   * test: `--n` prompts per domain and length (500), every method once per seed.
+The study is declared on bench.study's runner (`declare`: its methods, grids and the pipelines'
+teachers), which does the grid, the choice, the test seeds, the workers and the caching.
 Runs live in runs/baselines/<teacher tag>/ and evaluations in its evals*.json, so a re-run (or a
 run killed and started again) reloads whatever finished. `--workers N` trains the grid, then the
 other seeds, in N processes of one torch thread each (the same runs, only sooner); the main

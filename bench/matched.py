@@ -48,7 +48,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import mopd_mini as mm  # noqa: E402
-from mopd_mini import cost, stats  # noqa: E402
+from mopd_mini import cost, plots, stats  # noqa: E402
 from mopd_mini.adapters import atomic_write  # noqa: E402
 
 from . import baselines, study  # noqa: E402
@@ -294,33 +294,18 @@ def results_markdown(rep: dict) -> str:
 
 
 def figure(rep: dict, folder: Path) -> None:
-    """Mean lift and mean normalised score against whole-pipeline FLOPs (log axis), one marker per
-    method and T: the sample-efficiency picture and the cost argument in one."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    markers = dict(zip(sorted(rep["by_T"], key=int), "osD^v"))
+    """Mean lift and mean normalised score (± sample std over seeds) against whole-pipeline FLOPs,
+    log axis, one line per method through its teacher budgets T (`plots.cost_curves`): the
+    sample-efficiency picture and the cost argument in one."""
+    panels = {"mean accuracy lift over the base": {}, "mean normalised score": {}}
     for m in METHODS:
-        xs, lifts, norms, ms = [], [], [], []
-        for key, by_T in rep["by_T"].items():
+        for key, by_T in sorted(rep["by_T"].items(), key=lambda kv: int(kv[0])):
             per = list(by_T["rows"][m].values())
-            xs.append(fmean(p["pipeline"]["flops"] for p in per))
-            lifts.append(stats.mean_sd([p["lift"]["mean"] for p in per])[0])
-            norms.append(stats.mean_sd([p["all"]["mean"] for p in per])[0])
-            ms.append(markers[key])
-        for ax, ys in zip(axes, (lifts, norms)):
-            line, = ax.plot(xs, ys, "-", alpha=0.5, label=LABEL[m])
-            for x, y, mk in zip(xs, ys, ms):
-                ax.plot([x], [y], mk, color=line.get_color())
-    for ax, name in zip(axes, ("mean accuracy lift over the base", "mean normalised score")):
-        ax.set_xscale("log")
-        ax.set_xlabel("whole-pipeline FLOPs (teachers included)")
-        ax.set_ylabel(name)
-        ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=7, loc="lower right")
-    fig.suptitle("Matched RL budget: markers " + ", ".join(f"{mk} T={k}" for k, mk in markers.items())
-                 + f"\n`{rep['command']}`", fontsize=9)
-    fig.tight_layout()
-    folder.mkdir(parents=True, exist_ok=True)
-    fig.savefig(folder / "matched_cost.png", dpi=110)
+            x = fmean(p["pipeline"]["flops"] for p in per)
+            for panel, f in zip(panels, (lambda p: p["lift"]["mean"], lambda p: p["all"]["mean"])):
+                panels[panel].setdefault(LABEL[m], []).append((x, *stats.mean_sd([f(p) for p in per]), f"T={key}"))
+    fig = plots.cost_curves(panels, title=f"Matched RL budget T, test split, mean ± std over seeds\n`{rep['command']}`")
+    plots.save(fig, "matched_cost", folder)
     plt.close(fig)
 
 
