@@ -281,7 +281,7 @@ def _val(study, ctx, evals, state, r, val_n):
 
 def choose(study: Study, ctx, evals: Evals, state: State, workers: int, quiet: bool) -> dict:
     """Phase 1: every method's grid at seed 0 on val, then the choices (see the module docstring).
-    Returns the seed-0 runs, {(method, setting as JSON): Result}: the chosen one is seed 0's result."""
+    Returns the runs it trained, {(method, setting as JSON, seed): Result}: a chosen one is that seed's result."""
     val_n, trained = state.val_n, {}
     split = None if study.val_from_run else "val"         # a separate val evaluation: the workers run it too
     in_workers(study, [(m, s, 0, split) for m, meth in study.methods.items() for s in meth.grid], workers, state.n,
@@ -291,7 +291,7 @@ def choose(study: Study, ctx, evals: Evals, state: State, workers: int, quiet: b
             r = meth.train(ctx, setting, 0)
             _val(study, ctx, evals, state, r, val_n)
             state.grid.setdefault(m, []).append(_entry(study, state, r, setting, val_n))
-            trained[(m, json.dumps(setting, sort_keys=True))] = r
+            trained[(m, json.dumps(setting, sort_keys=True), 0)] = r
     for m, meth in study.methods.items():                  # bracketing: past an edge the best sits on
         for _ in range(study.max_extend if meth.extend else 0):
             best = max(state.grid[m], key=lambda g: g["mean"])
@@ -301,7 +301,7 @@ def choose(study: Study, ctx, evals: Evals, state: State, workers: int, quiet: b
             r = meth.train(ctx, setting, 0)
             _val(study, ctx, evals, state, r, val_n)
             state.grid[m].append({**_entry(study, state, r, setting, val_n), "extended": True})
-            trained[(m, json.dumps(setting, sort_keys=True))] = r
+            trained[(m, json.dumps(setting, sort_keys=True), 0)] = r
     if study.tie_break is not None:
         close = []
         for m, entries in state.grid.items():
@@ -314,18 +314,22 @@ def choose(study: Study, ctx, evals: Evals, state: State, workers: int, quiet: b
             for g in top:
                 setting = _setting(study.methods[m], g)
                 r = study.methods[m].train(ctx, setting, study.tie_break)
+                trained[(m, json.dumps(setting, sort_keys=True), study.tie_break)] = r
                 _val(study, ctx, evals, state, r, val_n)
                 second = _entry(study, state, r, setting, val_n)
                 g["mean2"] = fmean([g["mean"], second["mean"]])
                 g["seed2"] = {k: second[k] for k in ("name", "mean", "se", *study.domains)}
+    score = {}                                              # each method's chosen val score
     for m, meth in study.methods.items():
         entries = state.grid[m]
-        best = max(entries, key=lambda g: g.get("mean2", -math.inf) if any("mean2" in e for e in entries) else g["mean"])
+        two = any("mean2" in e for e in entries)
+        best = max(entries, key=lambda g: g.get("mean2", -math.inf) if two else g["mean"])
+        score[m] = best["mean2"] if two else best["mean"]
         setting = _setting(meth, best)
         state.chosen[m] = setting[meth.scalar] if meth.scalar else setting
     for name, pick in study.picks.items():
-        best = max(pick.among, key=lambda m: max(g["mean"] for g in state.grid[m]))
-        state.chosen[name] = {"how": pick.among[best], **state.chosen[best]}
+        best = max(pick.among, key=lambda m: score[m])
+        state.chosen[name] = {"how": pick.among[best], **chosen_setting(study, state, best)}
     return trained
 
 
@@ -362,8 +366,7 @@ def run(study: Study, *, seeds: list[int], n: int, val_n: int, workers: int = 1,
         done = {}
         for m, meth in tqdm(study.methods.items(), desc=f"seed {seed}", disable=quiet):
             setting = chosen_setting(study, state, m)
-            r = trained_val.get((m, json.dumps(setting, sort_keys=True))) if seed == 0 else None
-            r = r or meth.train(ctx, setting, seed)
+            r = trained_val.get((m, json.dumps(setting, sort_keys=True), seed)) or meth.train(ctx, setting, seed)
             state.test[r.name] = evals.get(ctx.bank, r.name, "test", n)
             done[m] = r
         for name in study.picks:
