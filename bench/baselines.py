@@ -34,6 +34,7 @@ import argparse
 import json
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
@@ -124,6 +125,12 @@ class Bench:
             cfg = self.teacher_cfg[d]
             cfg.experiment = self.experiment
             self.teachers[d] = mm.train_teacher(self.bank, cfg)
+        stale = {d: t.ledger for d, t in self.teachers.items() if t.ledger < cost.LEDGER}
+        if stale:   # reloaded teachers whose cost/* columns older code counted (issue 23's mixed ledger)
+            warnings.warn(f"the teachers {stale} reloaded from {self.folder} were counted by cost ledger "
+                          f"version(s) older than today's {cost.LEDGER}: every pipeline's teacher share would mix "
+                          "code versions. Train them again in a fresh experiment, or re-count them with "
+                          "`python -m bench.baselines --recount-teachers <json>`", stacklevel=2)
         self.N = cost.param_counts(self.bank)[0]
         self.n_lora = sum(p.numel() for p in self.bank.parameters("teacher_binding").values())
         self.collected = {}

@@ -250,8 +250,12 @@ def results_markdown(rep: dict) -> str:
            f"Machine: {machine_line(rep['machine'])}. Finished {rep['date']}.", ""]
     for key, by_T in sorted(rep["by_T"].items(), key=lambda kv: int(kv[0])):
         rows, seeds = by_T["rows"], by_T["seeds_done"]
+        stale = sorted({LABEL[m] for m, per in rows.items() for p in per.values() if p.get("ledger", 0) < cost.LEDGER})
         out += [f"### T = {key} GRPO steps per domain (seeds {seeds})", "",
                 *study.unfinished(rep["command"], seeds),
+                *([f"**Mixed ledger**: the costs of {', '.join(stale)} include runs counted by older code "
+                   f"(cost ledger below {cost.LEDGER}); their FLOPs are not comparable with the others'.", ""]
+                  if stale else []),
                 "Test split, mean ± sample std over seeds (ddof = 1). Lift: mean accuracy over the domain's lengths minus "
                 "the base's. Pipeline FLOPs: the method's stage plus the teachers it needs (cost.FORMULA).", "",
                 "| method | chosen | lift binding | lift recall | mean lift | normalised | pipeline FLOPs | "

@@ -395,7 +395,8 @@ def stage_and_pipeline(ctx, needs: tuple[str, ...], r: Result) -> tuple[dict, di
 
 
 def rows(study: Study, ctx, state: State) -> dict:
-    """{method: {seed: row}}: every part's scores, the lift, the accuracies and the two costs."""
+    """{method: {seed: row}}: every part's scores, the lift, the accuracies, the two costs and the
+    oldest cost-ledger version among the runs they add up (`Run.ledger`)."""
     out = {}
     for m in list(study.methods) + list(study.picks):
         per = {}
@@ -405,7 +406,10 @@ def rows(study: Study, ctx, state: State) -> dict:
                          **{part: scores(state.test, r.name, state.n, lengths, study.domains)
                             for part, lengths in study.parts.items()},
                          "acc": state.test[r.name], "lift": lift(state.test, r.name, study.domains)}
-            stage, pipe = stage_and_pipeline(ctx, needs_of(study, m), r)
+            needs = needs_of(study, m)
+            counted = ([r.run] if r.run is not None else []) + [ctx.teachers[d] for d in needs]
+            per[seed]["ledger"] = min((x.ledger for x in counted), default=cost.LEDGER)
+            stage, pipe = stage_and_pipeline(ctx, needs, r)
             per[seed]["stage"] = {**stage, "flops": cost.flops(stage, ctx.N, ctx.n_lora)}
             per[seed]["pipeline"] = {**pipe, "flops": cost.flops(pipe, ctx.N, ctx.n_lora)}
         out[m] = per

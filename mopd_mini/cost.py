@@ -47,6 +47,11 @@ from __future__ import annotations
 
 from .rollout import Rollout
 
+LEDGER = 2
+"""the version of this counting, kept with every run (`Run.ledger`), so that a study that reloads
+runs can tell counters of older code from today's: 1 counted prefill once (the sampler's prompt
+prefill as the training forward); 2 counts a GRPO step that trains nothing and UCMOPD's second
+sampling. Raise it whenever what a counter counts changes."""
 KINDS = ("sample_prefill_tokens", "generated_tokens", "teacher_prefill_tokens", "trained_tokens", "loss_tokens")
 FORMULA = ("FLOPs = (2N + 2n) x (sampler prefill + generated + teacher prefill) tokens + (4N + 6n) x trained "
            "tokens; N = base matmul parameters, n = adapter parameters")

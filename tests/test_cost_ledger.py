@@ -240,7 +240,25 @@ def test_a_reloaded_teacher_reports_the_counters_that_wrote_it(tiny, monkeypatch
     again = train_teacher(AdapterBank(copy.deepcopy(model), tok), GRPOConfig(**cfg))
     assert not seen and not again.trained                  # reloaded: nothing sampled, nothing trained
     assert again.metrics == first.metrics and again.seconds == first.seconds
+    assert again.ledger == first.ledger == cost.LEDGER
     check_totals(again, hand)
+
+
+def test_a_run_counted_by_older_code_says_so(tiny, monkeypatch, tmp_path):
+    """A checkpoint written before the ledger was versioned (no "ledger" in it) reloads as ledger 0,
+    and the baselines' Bench warns when its teachers are such runs: a study cannot mix their
+    counters with today's without knowing."""
+    from bench import baselines
+    monkeypatch.delenv("MOPD_FAST", raising=False)
+    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path)
+    baselines.Bench(baselines.QUICK, "old", progress=False)
+    for ckpt in tmp_path.glob("old/*/teacher_*/checkpoint.pt"):
+        state = torch.load(ckpt, weights_only=False)
+        del state["ledger"]
+        torch.save(state, ckpt)
+    with pytest.warns(UserWarning, match="older than today's"):
+        bench = baselines.Bench(baselines.QUICK, "old", progress=False)
+    assert {t.ledger for t in bench.teachers.values()} == {0}
 
 
 def test_the_baselines_bench_reloads_its_teachers_counters(monkeypatch, tmp_path):
