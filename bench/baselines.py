@@ -19,6 +19,8 @@ The protocol (what docs/baselines.md states beside its numbers):
     each trained method, 3 settings for each merge type; the best mean normalised score on val
     wins; the chosen seed-0 run is the seed-0 result (its test split read once, at the end);
   * test: `--n` prompts per domain and length (500), every method once per seed.
+The study is declared on bench.study's runner (`declare`: its methods, grids and the pipelines'
+teachers), which does the grid, the choice, the test seeds, the workers and the caching.
 Runs live in runs/baselines/<teacher tag>/ and evaluations in its evals*.json, so a re-run (or a
 run killed and started again) reloads whatever finished. `--workers N` trains the grid, then the
 other seeds, in N processes of one torch thread each (the same runs, only sooner); the main
@@ -32,6 +34,7 @@ import argparse
 import json
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
@@ -40,17 +43,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
 
 import mopd_mini as mm  # noqa: E402
 from mopd_mini import cost, plots, runs, stats  # noqa: E402
-from mopd_mini.adapters import BASE, atomic_write  # noqa: E402
-from mopd_mini.evaluate import domain_score  # noqa: E402
+from mopd_mini.adapters import atomic_write  # noqa: E402
 from mopd_mini.merge import merge  # noqa: E402
 from mopd_mini.offline import OfflineConfig, collect, train_offline  # noqa: E402
 
-from .common import command, in_processes, machine, machine_line  # noqa: E402
+from . import study  # noqa: E402
+from .common import command, machine, machine_line  # noqa: E402
+from .study import Method, Pick, Result, Study, cell, curve, fmt_int, paired, scores, tag  # noqa: E402
 
 try:  # the teachers the headroom study chose on validation (branch i10m)
     from .teacher_headroom import BASELINE_TEACHER, baseline_teacher_config
@@ -98,61 +100,13 @@ class Protocol:
     eval_every: int = 50                  # periodic val evaluations (the curves)
     val_n: int = 100                      # val prompts per domain and length (grid, curves)
     teacher_steps: int | None = None      # None: the chosen teacher config's
+    curve_n: int | None = None            # val prompts of the periodic evaluations (None: val_n; bench.matched: fewer)
 
 
 FULL = Protocol()
 QUICK = Protocol(steps=2, per_domain=2, lrs=(1e-3, 3e-3), offline_prompts=3, offline_k=2, eval_every=1, val_n=4,
                  teacher_steps=3, merge_grid={"linear": [dict(w=1.0)], "cat": [dict(w=1.0)],
                                               "ties": [dict(w=1.0, density=0.5)], "dare_ties": [dict(w=1.0, density=0.5)]})
-
-
-def tag(x: float) -> str:
-    """A number as a module-name-safe tag: 1e-03 -> 1em03, 0.5 -> 0p5."""
-    return (f"{x:.0e}" if x < 0.01 else f"{x:g}").replace("-", "m").replace(".", "p").replace("+", "")
-
-
-# ---------------------------------------------------------------------------------------------
-# evaluations, cached on disk
-# ---------------------------------------------------------------------------------------------
-
-
-class Evals:
-    """evaluate() results keyed by (adapter, split, n), stored in one JSON file (atomic writes)."""
-
-    def __init__(self, path: Path | None):
-        self.path = path
-        self.data = {}
-        if path is not None:  # the workers' files beside this one (evals-w0.json, ...) first
-            for f in sorted(path.parent.glob(f"{path.stem}-w*.json")) + [path]:
-                if f.exists():
-                    self.data.update(json.loads(f.read_text()))
-
-    def get(self, bank, name: str, split: str, n: int) -> dict:
-        key = f"{name}|{split}|{n}"
-        if key not in self.data:
-            table = mm.evaluate(bank, [name], n=n, split=split)
-            self.data[key] = {d: {str(L): a for L, a in by.items()} for d, by in table["acc"][name].items()}
-            if self.path is not None:
-                atomic_write(self.path, json.dumps(self.data, indent=0).encode())
-        return {d: {int(L): a for L, a in by.items()} for d, by in self.data[key].items()}
-
-
-def table_of(accs: dict[str, dict], n: int) -> dict:
-    return {"acc": accs, "floor": {}, "n": n}
-
-
-# ---------------------------------------------------------------------------------------------
-# the methods
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Result:
-    name: str                  # adapter name in the bank
-    run: object = None         # its Run (None for merges)
-    stage: dict = field(default_factory=dict)      # cost totals of the method's own stage
-    seconds: float = 0.0       # wall time of that stage
-    curve_runs: list = field(default_factory=list)
 
 
 class Bench:
@@ -165,11 +119,18 @@ class Bench:
         tb, tr = self.teacher_cfg["binding"], self.teacher_cfg["recall"]
         self.teacher_tag = f"t{tb.steps}_{tag(tb.lr)}_{tr.steps}_{tag(tr.lr)}"
         self.experiment = f"{experiment}/{self.teacher_tag}"
+        self.folder = runs.RUNS_DIR / self.experiment      # its evaluations are cached here (study.Evals)
         self.teachers = {}
         for d in DOMAINS:
             cfg = self.teacher_cfg[d]
             cfg.experiment = self.experiment
             self.teachers[d] = mm.train_teacher(self.bank, cfg)
+        stale = {d: t.ledger for d, t in self.teachers.items() if t.ledger < cost.LEDGER}
+        if stale:   # reloaded teachers whose cost/* columns older code counted (issue 23's mixed ledger)
+            warnings.warn(f"the teachers {stale} reloaded from {self.folder} were counted by cost ledger "
+                          f"version(s) older than today's {cost.LEDGER}: every pipeline's teacher share would mix "
+                          "code versions. Train them again in a fresh experiment, or re-count them with "
+                          "`python -m bench.baselines --recount-teachers <json>`", stacklevel=2)
         self.N = cost.param_counts(self.bank)[0]
         self.n_lora = sum(p.numel() for p in self.bank.parameters("teacher_binding").values())
         self.collected = {}
@@ -178,32 +139,36 @@ class Bench:
 
     def common(self, seed: int, lr: float) -> dict:
         p = self.proto
-        return dict(steps=p.steps, lr=lr, seed=seed, eval_every=p.eval_every, eval_n=p.val_n, eval_split="val",
+        return dict(steps=p.steps, lr=lr, seed=seed, eval_every=p.eval_every, eval_n=p.curve_n or p.val_n, eval_split="val",
                     experiment=self.experiment, progress=self.progress)
 
-    def train(self, method: str, lr: float, seed: int) -> Result:
-        p, name = self.proto, f"{method}_lr{tag(lr)}_s{seed}"
+    def train(self, method: str, lr: float, seed: int, steps: int | None = None, k: int | None = None) -> Result:
+        """One run of a trained method; `steps` and `k` (RFT / soft labels' samples per prompt)
+        override the protocol's budget and then name the run (bench.matched's budgets)."""
+        p = self.proto
+        name = f"{method}_lr{tag(lr)}" + (f"_n{steps}" if steps else "") + (f"_k{k}" if k else "") + f"_s{seed}"
+        common = {**self.common(seed, lr), **({"steps": steps} if steps else {})}
         if method.startswith("mopd_"):
             run = mm.train_student(self.bank, mm.MOPDConfig.for_model(
                 "tiny", loss=method.split("_")[1], prompts_per_domain=p.per_domain, student=name, track_steps=(),
-                **self.common(seed, lr)))
+                **common))
         elif method == "mixrl":
             run = mm.train_teacher(self.bank, mm.GRPOConfig.for_model(
-                "tiny", domain=DOMAINS, prompts_per_step=p.per_domain, name=name, **self.common(seed, lr)))
+                "tiny", domain=DOMAINS, prompts_per_step=p.per_domain, name=name, **common))
         elif method.startswith("cascade_"):
             first, second = ("binding", "recall") if method == "cascade_br" else ("recall", "binding")
             run = mm.train_teacher(self.bank, mm.GRPOConfig.for_model(
                 "tiny", domain=second, init_from=f"teacher_{first}", eval_domains=(first,), prompts_per_step=p.per_domain,
-                name=name, **self.common(seed, lr)))
+                name=name, **common))
         else:
             cfg = OfflineConfig.for_model("tiny", loss={"rft": "sft", "soft": "soft"}[method], name=name,
-                                          prompts_per_domain=p.offline_prompts, samples_per_prompt=p.offline_k,
-                                          batch_size=2 * p.per_domain, **self.common(seed, lr))
-            key = (seed,)
+                                          prompts_per_domain=p.offline_prompts, samples_per_prompt=k or p.offline_k,
+                                          batch_size=2 * p.per_domain, **common)
+            key = (seed, cfg.samples_per_prompt)
             if key not in self.collected:
                 self.collected[key] = collect(self.bank, cfg)
             run = train_offline(self.bank, cfg, self.collected[key])
-        return Result(name, run, cost.totals(run.metrics), run.seconds)
+        return Result.of(name, run)
 
     def merged(self, how: str, setting: dict, seed: int) -> Result:
         w, density = setting["w"], setting.get("density")
@@ -214,139 +179,6 @@ class Bench:
         if name not in self.bank.names:
             merge(self.bank, name, {"teacher_binding": w, "teacher_recall": w}, how=how, density=density, seed=seed)
         return Result(name, None, {}, time.perf_counter() - start)
-
-
-# ---------------------------------------------------------------------------------------------
-# scores
-# ---------------------------------------------------------------------------------------------
-
-
-def scores(bank_accs: dict, name: str, n: int, lengths=None) -> dict:
-    """normalised_scores of `name` against base and the teachers, plus binomial standard errors."""
-    table = table_of(bank_accs, n)
-    s = mm.normalised_scores(table, student=name, lengths=lengths)
-    for d in DOMAINS:
-        cells = [bank_accs[name][d][L] for L in ((lengths or {}).get(d) or bank_accs[name][d])]
-        se = math.sqrt(sum(p * (1 - p) / n for p in cells)) / len(cells)
-        s[d]["se"] = se / abs(s[d]["denominator"]) if abs(s[d]["denominator"]) > 1e-9 else float("nan")
-    s["mean_se"] = math.sqrt(sum(s[d]["se"] ** 2 for d in DOMAINS)) / len(DOMAINS)
-    return s
-
-
-def final_accs(run) -> dict | None:
-    """{domain: {L: acc}} of the run's last row, when it holds an evaluation of every domain."""
-    row = run.metrics[-1] if run is not None and run.metrics else {}
-    accs = {d: {int(k.split("/L")[1]): v for k, v in row.items() if k.startswith(f"acc/{d}/")} for d in DOMAINS}
-    return accs if all(accs.values()) else None
-
-
-def curve(run, ref: dict, per_domain: int, start: str = "base") -> list[dict]:
-    """(prompts seen per domain, normalised score per domain and mean) at every periodic eval,
-    from the starting adapter's val scores (`start`: the base, or a cascade's first teacher)."""
-    def point(step, accs):
-        p = {"step": step, "prompts": step * per_domain}
-        for d in DOMAINS:
-            b, t = (fmean(ref[a][d].values()) for a in ("base", f"teacher_{d}"))
-            p[d] = (fmean(accs[d].values()) - b) / (t - b) if abs(t - b) > 1e-9 else float("nan")
-        p["mean"] = fmean(p[d] for d in DOMAINS)
-        return p
-
-    out = [point(0, ref[start])]
-    for row in run.metrics:
-        accs = {d: {int(k.split("/L")[1]): v for k, v in row.items() if k.startswith(f"acc/{d}/")} for d in DOMAINS}
-        if all(accs.values()) and row["step"] > 0:
-            out.append(point(row["step"], accs))
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# the protocol
-# ---------------------------------------------------------------------------------------------
-
-
-def evals_path(args, bench: Bench, worker: int | None = None) -> Path:
-    folder = runs.RUNS_DIR / (EXPERIMENT + ("-quick" if args.quick else "")) / bench.teacher_tag
-    return folder / ("evals.json" if worker is None else f"evals-w{worker}.json")
-
-
-def in_workers(args, jobs: list[tuple]) -> None:
-    """Train `jobs` ((method, lr, seed, split or None), ...) in args.workers processes (see
-    common.in_processes); a job with a split is also evaluated there (val: proto.val_n prompts,
-    test: --n). Each worker writes its own evals file; the runs go where the sequential protocol
-    looks for them, so it then reloads them."""
-    if args.workers > 1 and jobs:
-        in_processes("bench.baselines", [list(j) for j in jobs], args.workers,
-                     lambda w, mine: ["--worker", str(w), "--jobs", json.dumps(mine), "--n", str(args.n), "--quiet"]
-                     + (["--quick"] if args.quick else []))
-
-
-def worker(args, proto: Protocol) -> None:
-    """One worker of in_workers: train its jobs, evaluate those that ask for it, nothing else."""
-    torch.set_num_threads(1)
-    bench = Bench(proto, EXPERIMENT + ("-quick" if args.quick else ""), progress=False)
-    evals = Evals(evals_path(args, bench, args.worker))
-    for m, lr, seed, split in json.loads(args.jobs):
-        r = bench.train(m, lr, seed)
-        if split is not None:
-            evals.get(bench.bank, r.name, split, proto.val_n if split == "val" else args.n)
-
-
-def run_protocol(args, proto: Protocol, write_every_seed=None) -> dict:
-    torch.set_num_threads(1)
-    started = time.time()
-    bench = Bench(proto, EXPERIMENT + ("-quick" if args.quick else ""), progress=not args.quiet)
-    bank = bench.bank
-    evals = Evals(evals_path(args, bench))
-    refs = ["base", "teacher_binding", "teacher_recall"]
-    val = {a: evals.get(bank, a, "val", proto.val_n) for a in refs}
-    test = {a: evals.get(bank, a, "test", args.n) for a in refs}
-
-    # --- the grid, seed 0, on val ----------------------------------------------------------
-    grid, chosen, results = {}, {}, {}
-    jobs = [(m, lr) for m in TRAINED for lr in proto.lrs]
-    in_workers(args, [(m, lr, 0, None) for m, lr in jobs])
-    for m, lr in tqdm(jobs, desc="val grid (seed 0)", disable=args.quiet):
-        r = bench.train(m, lr, 0)
-        val[r.name] = final_accs(r.run) or evals.get(bank, r.name, "val", proto.val_n)  # the run's last eval IS this
-        s = scores(val, r.name, proto.val_n)
-        grid.setdefault(m, []).append({"lr": lr, "name": r.name, "binding": s["binding"]["normalised"],
-                                       "recall": s["recall"]["normalised"], "mean": s["mean"], "se": s["mean_se"]})
-        results[(m, 0, lr)] = r
-    for m in TRAINED:
-        chosen[m] = max(grid[m], key=lambda g: g["mean"])["lr"]
-    for how in MERGES:
-        for setting in proto.merge_grid[how]:
-            r = bench.merged(how, setting, 0)
-            val[r.name] = evals.get(bank, r.name, "val", proto.val_n)
-            s = scores(val, r.name, proto.val_n)
-            grid.setdefault(f"merge_{how}", []).append({**setting, "name": r.name, "binding": s["binding"]["normalised"],
-                                                        "recall": s["recall"]["normalised"], "mean": s["mean"],
-                                                        "se": s["mean_se"], "seconds": r.seconds})
-        best = max(grid[f"merge_{how}"], key=lambda g: g["mean"])
-        chosen[f"merge_{how}"] = {k: best[k] for k in ("w", "density") if k in best}
-    best_type = max(MERGES, key=lambda h: max(g["mean"] for g in grid[f"merge_{h}"]))
-    chosen["merge_best"] = {"how": best_type, **chosen[f"merge_{best_type}"]}
-
-    # --- test, once per method and seed --------------------------------------------------------
-    in_workers(args, [(m, chosen[m], seed, "test") for seed in args.seeds if seed != 0 for m in TRAINED])
-    per_seed = {}
-    report = None
-    for seed in args.seeds:
-        done = {}
-        for m in tqdm(TRAINED, desc=f"seed {seed}", disable=args.quiet):
-            r = results.get((m, seed, chosen[m])) or bench.train(m, chosen[m], seed)
-            test[r.name] = evals.get(bank, r.name, "test", args.n)
-            done[m] = r
-        for how in MERGES:
-            r = bench.merged(how, chosen[f"merge_{how}"], seed)
-            test[r.name] = evals.get(bank, r.name, "test", args.n)
-            done[f"merge_{how}"] = r
-        done["merge_best"] = done[f"merge_{best_type}"]
-        per_seed[seed] = done
-        report = summarise(bench, proto, args, grid, chosen, per_seed, val, test, time.time() - started)
-        if write_every_seed is not None:
-            write_every_seed(report)
-    return report
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,11 +200,24 @@ def pipeline_of(method: str, stage: dict, teachers: dict) -> dict:
     return cost.add(stage, *(teachers[d] for d in needs(method)))
 
 
-def stage_and_pipeline(bench: Bench, method: str, r: Result) -> tuple[dict, dict]:
-    """Cost totals (with seconds) of the method's own stage, and of its whole pipeline."""
-    stage = {**r.stage, "seconds": r.seconds}
-    teachers = {d: {**cost.totals(t.metrics), "seconds": t.seconds} for d, t in bench.teachers.items()}
-    return stage, pipeline_of(method, stage, teachers)
+def declare(proto: Protocol, quick: bool) -> Study:
+    """The study on the runner (bench.study): every trained method at every learning rate of the
+    grid (its budget fixed by the protocol), every merge type at its settings, and the best merge
+    type picked on val; the set-up trains (or reloads) the shared teachers."""
+    def trained(m):
+        return Method(lambda bench, s, seed: bench.train(m, s["lr"], seed), grid=[{"lr": lr} for lr in proto.lrs],
+                      needs=needs(m), scalar="lr")
+
+    def merged(how):
+        return Method(lambda bench, s, seed: bench.merged(how, s, seed), grid=proto.merge_grid[how], needs=DOMAINS,
+                      in_workers=False)
+
+    experiment = EXPERIMENT + ("-quick" if quick else "")
+    return Study(module="bench.baselines", argv=["--quick"] if quick else [],
+                 methods={**{m: trained(m) for m in TRAINED}, **{f"merge_{h}": merged(h) for h in MERGES}},
+                 picks={"merge_best": Pick({f"merge_{h}": h for h in MERGES})},
+                 setup=lambda progress: Bench(proto, experiment, progress=progress),
+                 parts={"all": None, "train_L": TRAIN_L, "held_out": HELD_OUT})
 
 
 def recount_flops(rep: dict) -> dict:
@@ -424,28 +269,29 @@ def recount_teachers(rep: dict, progress: bool = True) -> dict:
     return recount_flops(rep)
 
 
-def summarise(bench, proto, args, grid, chosen, per_seed, val, test, elapsed) -> dict:
-    methods = list(TRAINED) + [f"merge_{h}" for h in MERGES] + ["merge_best"]
-    rows = {}
-    for m in methods:
-        per = {}
-        for seed, done in per_seed.items():
-            r = done[m]
-            per[seed] = {"name": r.name, "all": scores(test, r.name, args.n), "train_L": scores(test, r.name, args.n, TRAIN_L),
-                         "held_out": scores(test, r.name, args.n, HELD_OUT), "acc": test[r.name]}
-            stage, pipe = stage_and_pipeline(bench, m, r)
-            per[seed]["stage"] = {**stage, "flops": cost.flops(stage, bench.N, bench.n_lora)}
-            per[seed]["pipeline"] = {**pipe, "flops": cost.flops(pipe, bench.N, bench.n_lora)}
-            if r.run is not None and m in ("rft", "soft"):
-                per[seed]["kept"] = {k: v for k, v in r.run.metrics[0].items() if k.startswith(("sampled", "correct", "kept"))}
-        rows[m] = per
-    curves = {}
-    for m in ("mopd_pg", "mopd_topk", "mopd_kl", "mixrl", "cascade_br", "cascade_rb"):
-        start = {"cascade_br": "teacher_binding", "cascade_rb": "teacher_recall"}.get(m, "base")
-        curves[m] = {seed: curve(done[m].run, val, proto.per_domain, start) for seed, done in per_seed.items()}
+def summarise(study_: Study, proto: Protocol, args):
+    """The report of `study.run`'s state: the runner's rows, the RFT / soft-label kept counts,
+    the val curves, the protocol and the references."""
+    def report(bench: Bench, state: study.State) -> dict:
+        rows = study.rows(study_, bench, state)
+        for m in ("rft", "soft"):
+            for seed, row in rows[m].items():
+                r = state.per_seed[seed][m]
+                row["kept"] = {k: v for k, v in r.run.metrics[0].items() if k.startswith(("sampled", "correct", "kept"))}
+        curves = {}
+        for m in ("mopd_pg", "mopd_topk", "mopd_kl", "mixrl", "cascade_br", "cascade_rb"):
+            start = {"cascade_br": "teacher_binding", "cascade_rb": "teacher_recall"}.get(m, "base")
+            curves[m] = {seed: curve(done[m].run, state.val, proto.per_domain, start)
+                         for seed, done in state.per_seed.items()}
+        return make_report(bench, proto, args, state.grid, state.chosen, list(state.per_seed), state.val, state.test,
+                           state.elapsed, rows, curves)
+    return report
+
+
+def make_report(bench, proto, args, grid, chosen, seeds_done, val, test, elapsed, rows, curves) -> dict:
     den = scores(test, "teacher_binding", args.n)
     return {"command": command("bench.baselines", args.argv), "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "elapsed_s": elapsed, "protocol": {**proto.__dict__, "test_n": args.n, "seeds_done": list(per_seed),
+            "elapsed_s": elapsed, "protocol": {**proto.__dict__, "test_n": args.n, "seeds_done": seeds_done,
                                                "teacher": {d: {"steps": c.steps, "lr": c.lr, "seed": c.seed}
                                                            for d, c in bench.teacher_cfg.items()},
                                                "teacher_source": "bench.teacher_headroom.BASELINE_TEACHER" if BASELINE_TEACHER
@@ -461,22 +307,11 @@ def summarise(bench, proto, args, grid, chosen, per_seed, val, test, elapsed) ->
 # ---------------------------------------------------------------------------------------------
 
 
-def stat(vals: list[float]) -> tuple[float, float]:
-    """(mean, sample std over seeds; nan with one value). NaN-safe (a domain with no headroom gives nan)."""
-    return stats.mean_sd(vals)
-
-
-def cell(vals, ses) -> str:
-    m, s = stat(vals)
-    sd = f" ± {s:.2f}" if not math.isnan(s) else ""
-    return f"{m:.2f}{sd} ({fmean(ses):.2f})"
-
-
 def method_stats(rep: dict, m: str, part: str = "all", key: str = "mean") -> tuple[float, float, float, int]:
     per = rep["rows"][m]
     vals = [p[part][key] if key == "mean" else p[part][key]["normalised"] for p in per.values()]
     ses = [p[part]["mean_se"] if key == "mean" else p[part][key]["se"] for p in per.values()]
-    mu, sd = stat(vals)
+    mu, sd = stats.mean_sd(vals)
     return mu, sd, fmean(ses), len(vals)
 
 
@@ -484,37 +319,6 @@ def ranking(rep) -> list[str]:
     """Methods by mean normalised test score, best first (nan last)."""
     key = lambda m: -method_stats(rep, m)[0] if not math.isnan(method_stats(rep, m)[0]) else math.inf  # noqa: E731
     return sorted(rep["rows"], key=key)
-
-
-def per_seed(rep: dict, m: str, part: str = "all") -> dict:
-    """{seed: mean normalised score} of method m."""
-    return {seed: p[part]["mean"] for seed, p in rep["rows"][m].items()}
-
-
-def paired(rep, a, b, part: str = "all") -> dict:
-    """a - b paired by seed (same teachers, test prompts and seed): stats.paired's mean difference,
-    95% t-interval and whether it excludes 0."""
-    return stats.paired(per_seed(rep, a, part), per_seed(rep, b, part))
-
-
-def fmt_int(x: float) -> str:
-    return f"{x:,.0f}"
-
-
-def unfinished(rep: dict) -> list[str]:
-    """A warning line when the command asked for seeds that did not finish (a run stopped early)."""
-    words = rep["command"].split()
-    asked = []
-    if "--seeds" in words:
-        for w in words[words.index("--seeds") + 1:]:
-            if not w.lstrip("-").isdigit() or w.startswith("--"):
-                break
-            asked.append(int(w))
-    missing = [x for x in asked if x not in rep["protocol"]["seeds_done"]]
-    if not missing:
-        return []
-    return [f"**The run was stopped before seed(s) {missing} finished** (the shared CPU's time ran out); every "
-            f"number below is from seeds {rep['protocol']['seeds_done']} only. The same command resumes it.", ""]
 
 
 def markdown(rep: dict) -> str:
@@ -525,7 +329,7 @@ def markdown(rep: dict) -> str:
            "```bash", rep["command"], "```", "",
            f"Machine: {machine_line(rep['machine'])}. Finished {rep['date']} after {rep['elapsed_s'] / 60:.0f} min "
            f"(runs already in runs/baselines/ are reloaded, not retrained). Seeds finished: {seeds}.", "",
-           *unfinished(rep),
+           *study.unfinished(rep["command"], P["seeds_done"]),
            "## Protocol", "",
            f"* **Teachers**: one per domain, seed 0, shared by every method and seed: "
            + ", ".join(f"{d} {t['steps']} GRPO steps at lr {t['lr']:g}" for d, t in P["teacher"].items())
@@ -590,15 +394,15 @@ def markdown(rep: dict) -> str:
             if m == ref:
                 cells.append("— | — | —")
                 continue
-            p = paired(rep, m, ref)
+            p = paired(rep["rows"], m, ref)
             cells.append(f"{stats.interval_text(p)} | {', '.join(f'{d:+.2f}' for d in p['per_seed'])} | "
                          f"{verdict(p, LABEL[ref])}")
         out.append(f"| {LABEL[m]} | " + " | ".join(cells) + " |")
     ranked = ", ".join(f"{LABEL[m]} {method_stats(rep, m)[0]:.2f}" for m in order)
     baselines = [m for m in order if not m.startswith("mopd_")]
-    better = [LABEL[m] for m in baselines if paired(rep, m, best_mopd)["resolved"] and paired(rep, m, best_mopd)["diff"] > 0]
-    worse = [LABEL[m] for m in baselines if paired(rep, m, best_mopd)["resolved"] and paired(rep, m, best_mopd)["diff"] < 0]
-    level = [LABEL[m] for m in baselines if not paired(rep, m, best_mopd)["resolved"]]
+    better = [LABEL[m] for m in baselines if paired(rep["rows"], m, best_mopd)["resolved"] and paired(rep["rows"], m, best_mopd)["diff"] > 0]
+    worse = [LABEL[m] for m in baselines if paired(rep["rows"], m, best_mopd)["resolved"] and paired(rep["rows"], m, best_mopd)["diff"] < 0]
+    level = [LABEL[m] for m in baselines if not paired(rep["rows"], m, best_mopd)["resolved"]]
     out += ["", f"**Ranking as measured** (mean normalised test score): {ranked}.", "",
             f"**Against the best MOPD form ({LABEL[best_mopd]}), paired by seed: resolved better: "
             f"{', '.join(better) or 'none'}; resolved worse: {', '.join(worse) or 'none'}; not resolved: "
@@ -613,7 +417,8 @@ def markdown(rep: dict) -> str:
             f"x 8 samples = {max(t_steps) * P['per_domain'] * 8:,} samples of its domain; Mix-RL and Cascade RL's second "
             f"stage had {P['steps']} steps = {P['steps'] * P['per_domain'] * 8:,} samples per domain, "
             f"**{rl_ratio:.1f}x** the teachers' RL. So Mix-RL's place against MOPD here mixes the method with a larger "
-            "RL budget; a comparison at the same per-domain RL budget is not on this page (it is open work). "
+            "RL budget; a comparison at the same per-domain RL budget is not on this page: it is "
+            "[docs/matched.md](matched.md), pre-registered before it runs. "
             "A score above 1 means better than that domain's teacher"
             + (f" ({', '.join(above)} here)" if above else "") + ", which RL on the reward can reach and a "
             "distilled student, capped by its teachers, is not expected to.",
@@ -792,8 +597,7 @@ def main(argv=None):
                    "(no training, no evaluation: the numbers and the command are the JSON's)")
     p.add_argument("--workers", type=int, default=1, help="train in this many processes of one torch thread "
                    "(2 on a 2-core CPU); the numbers are the same")
-    p.add_argument("--worker", type=int, help=argparse.SUPPRESS)   # internal: one worker of --workers
-    p.add_argument("--jobs", help=argparse.SUPPRESS)                # internal: its jobs, as JSON
+    study.add_worker_args(p)                                         # internal: one worker of --workers
     args = p.parse_args(argv)
     args.argv = list(argv) if argv is not None else None
     if args.workers < 1:
@@ -801,7 +605,8 @@ def main(argv=None):
     if args.worker is not None:
         if args.quick and args.n == 500:
             args.n = 6
-        return worker(args, QUICK if args.quick else FULL)
+        proto = QUICK if args.quick else FULL
+        return study.worker_main(declare(proto, args.quick), args.worker, args.jobs, args.n, proto.val_n)
     if args.recount_teachers:
         rep = recount_teachers(json.loads(Path(args.recount_teachers).read_text()), progress=not args.quiet)
         if not args.no_write:
@@ -816,12 +621,11 @@ def main(argv=None):
         return rep
     if args.quick and args.n == 500:
         args.n = 6
-    if 0 not in args.seeds:
-        raise SystemExit("--seeds must include 0: the validation grid runs on seed 0 and is its result")
-    args.seeds = [0] + [s for s in args.seeds if s != 0]
     proto = QUICK if args.quick else FULL
     writer = None if args.no_write else (lambda rep: write(rep, Path(args.out)))
-    rep = run_protocol(args, proto, writer)
+    declared = declare(proto, args.quick)
+    rep = study.run(declared, seeds=args.seeds, n=args.n, val_n=proto.val_n, workers=args.workers, quiet=args.quiet,
+                    summarise=summarise(declared, proto, args), write=writer)
     print(markdown(rep))
     return rep
 

@@ -17,7 +17,8 @@ counted, although a padded batch computes them):
 
 When the trainer trains on the sampler's own prefill (prefill once: `rollout.prefill` is set),
 that prefill IS the training forward over the prompt: it is counted once, as trained tokens
-(each distinct prompt once, plus every row's completion), and not again as a sampler prefill.
+(each distinct prompt once, plus every row's completion), and not again as a sampler prefill; in a
+GRPO step that trains nothing (every group's rewards equal) it is counted as a sampler prefill.
 
 and the run's wall time of its training steps (no evaluations, no checkpoints) is `Run.seconds`
 (kept in checkpoint.pt, out of metrics.jsonl, which stays byte-identical across runs of a seed).
@@ -46,6 +47,11 @@ from __future__ import annotations
 
 from .rollout import Rollout
 
+LEDGER = 2
+"""the version of this counting, kept with every run (`Run.ledger`), so that a study that reloads
+runs can tell counters of older code from today's: 1 counted prefill once (the sampler's prompt
+prefill as the training forward); 2 counts a GRPO step that trains nothing and UCMOPD's second
+sampling. Raise it whenever what a counter counts changes."""
 KINDS = ("sample_prefill_tokens", "generated_tokens", "teacher_prefill_tokens", "trained_tokens", "loss_tokens")
 FORMULA = ("FLOPs = (2N + 2n) x (sampler prefill + generated + teacher prefill) tokens + (4N + 6n) x trained "
            "tokens; N = base matmul parameters, n = adapter parameters")
@@ -59,10 +65,12 @@ def _distinct_prompt_tokens(rollout: Rollout) -> int:
     return int(rollout.attention_mask[:, :rollout.prompt_len][list(first.values())].sum())
 
 
-def sampled(rollout: Rollout) -> dict[str, int]:
+def sampled(rollout: Rollout, trains: bool = True) -> dict[str, int]:
     """Sampler cost of one rollout: distinct prompts' prefill (0 when it is the training forward:
-    prefill once, counted by `trained`), and the generated tokens."""
-    prefill = 0 if rollout.prefill is not None else _distinct_prompt_tokens(rollout)
+    prefill once, counted by `trained`), and the generated tokens. `trains=False`: this rollout is
+    not trained on (a GRPO step whose every group has equal rewards), so a prefill run with grad
+    for a training forward that never comes is still a forward, and is counted here."""
+    prefill = 0 if rollout.prefill is not None and trains else _distinct_prompt_tokens(rollout)
     return {"cost/sample_prefill_tokens": prefill, "cost/generated_tokens": int(rollout.completion_mask.sum())}
 
 

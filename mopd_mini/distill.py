@@ -329,12 +329,13 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
             rollout = sample(model, bank.tokenizer, examples, temperature=cfg.temperature,
                              max_new_tokens=cfg.max_new_tokens, min_new_tokens=cfg.min_new_tokens,
                              generator=generator, grad_prefill=reuse)
-            anchors = len(examples)
+            anchors, sampled = len(examples), cost.sampled(rollout)
             if cfg.golden_gain is not None:                  # UCMOPD: m hotter samples per prompt too
                 gg = cfg.golden_gain
                 explore = sample(model, bank.tokenizer, [ex for ex in examples for _ in range(gg.samples)],
                                  temperature=gg.temperature, top_p=gg.top_p,
                                  max_new_tokens=cfg.max_new_tokens, generator=generator)
+                sampled = cost.add(sampled, cost.sampled(explore))   # a second sampling: its own prompt prefill
                 rollout = concat(rollout, explore, bank.tokenizer.pad_token_id)
             # --- 2-3. route each completion to its domain's teacher, which scores it -----------
             teacher = routing.score(bank, rollout, cfg.route, mode=cfg.scoring, k=cfg.topk)
@@ -348,7 +349,7 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
                 loss, info, extra = ucmopd_objective(cfg, step, student_logits, rollout, teacher, anchors)
             # --- 5. update the student only -----------------------------------------------------
             row = {"step": step, "loss": loss.item(), **guarded_step(loss, params, optimizer, cfg.grad_clip),
-                   **cost.sampled(rollout), "cost/teacher_prefill_tokens": cost.forward_tokens(rollout),
+                   **sampled, "cost/teacher_prefill_tokens": cost.forward_tokens(rollout),
                    **cost.trained(rollout)}
             # --- 6. log per domain, evaluate, checkpoint ---------------------------------------
             if anchors < len(rollout.examples):              # golden gain: the metrics of the anchors

@@ -154,7 +154,7 @@ def train_teacher(bank: AdapterBank, cfg: GRPOConfig) -> Run:
             rewards = rollout.rewards(bank.tokenizer).view(D * P, G)      # (D*P, G) in {0, 1}
             advantages, keep = group_advantages(rewards)                  # (D*P, G), (D*P,)
             row = {"step": step, "reward": rewards.mean().item(), "groups_kept": keep.float().mean().item(),
-                   **cost.sampled(rollout)}
+                   **cost.sampled(rollout, trains=bool(keep.any()))}
             if D > 1:                                                     # Mix-RL: per domain too
                 for i, d in enumerate(domains):
                     row[f"reward/{d}"] = rewards[i * P:(i + 1) * P].mean().item()

@@ -223,6 +223,30 @@ def score_vs_cost(panels: dict, xlabel: str = "FLOPs (estimate, log scale)",
     return fig
 
 
+def cost_curves(panels: dict, xlabel: str = "whole-pipeline FLOPs (teachers included, log scale)", title: str = ""):
+    """One panel per measure, one line per method through its points, each point a budget:
+    panels {panel title (the y label): {method: [(cost, value, error, marker label), ...]}}. The
+    matched-budget figure (bench.matched): every method at every teacher budget T, against what
+    its whole pipeline cost."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.6), squeeze=False)
+    for ax, (panel, lines) in zip(axes[0], panels.items()):
+        for i, (m, points) in enumerate(lines.items()):
+            points = sorted(points)
+            xs, ys, es = ([p[k] for p in points] for k in range(3))
+            ax.errorbar(xs, ys, yerr=[0 if e != e else e for e in es], fmt="o-", color=_color(m, i), capsize=2,
+                        lw=1, ms=4, alpha=0.85, label=m)
+            for x, y, *_, label in points:
+                ax.annotate(label, (x, y), textcoords="offset points", xytext=(3, 3), fontsize=6)
+        ax.set_xscale("log")
+        ax.axhline(0, color="black", lw=0.6)
+        ax.set(xlabel=xlabel, ylabel=panel)
+        ax.grid(alpha=0.3, which="both")
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def _domain_curve(rows: list[dict], domain: str):
     """(steps, mean accuracy over the domain's logged lengths) from a run's metrics."""
     pts = [(r["step"], np.mean([v for k, v in r.items() if k.startswith(f"acc/{domain}/")]))

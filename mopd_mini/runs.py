@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from .adapters import ROLES, AdapterBank, atomic_write, check_adapter_name, role_of_config, role_of_folder
+from .cost import LEDGER
 
 RUNS_DIR = Path("runs")
 FAST = os.environ.get("MOPD_FAST", "") not in ("", "0")
@@ -102,6 +103,10 @@ class Run:
     not in metrics.jsonl, which stays byte-identical between runs of one seed"""
     trained: bool = False
     """whether this call trained a step (a finished run reloaded rewrites nothing)"""
+    ledger: int = LEDGER
+    """the version of the cost counting (`cost.LEDGER`) its metrics' cost/* columns were counted by;
+    in checkpoint.pt. A run resumed from an older checkpoint keeps the older number (its first steps
+    were counted by that code); one written before the version was kept reads 0"""
     _state: dict | None = field(default=None, repr=False)
     """the checkpoint `open` read and checked, until `resume` restores it"""
 
@@ -154,7 +159,7 @@ class Run:
         state = {"step": step, "config": self.config, "adapter": bank.state(name),
                  "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
                  "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
-                 "metrics": self.metrics, "trace": self.trace, "seconds": self.seconds}
+                 "metrics": self.metrics, "trace": self.trace, "seconds": self.seconds, "ledger": self.ledger}
         buffer = io.BytesIO()
         torch.save(state, buffer)
         atomic_write(self.dir / "checkpoint.pt", buffer.getvalue())
@@ -202,6 +207,7 @@ class Run:
         random.setstate(state["python_rng"])
         self.metrics, self.trace = state["metrics"], state["trace"]
         self.seconds = state.get("seconds", 0.0)
+        self.ledger = min(self.ledger, state.get("ledger", 0))
         self._state = None  # resumed once; the tensors now live in the bank and the optimizer
         return state["step"] + 1
 

@@ -125,14 +125,74 @@ def test_ablations_page_renders_from_the_saved_json(capsys):
     assert "Reading the numbers" in text                      # the hand-written reading is kept
 
 
-def test_baselines_evals_merge_the_workers_files(tmp_path):
-    """bench.baselines --workers: each worker writes evals-w<i>.json beside evals.json; the main
+def test_study_evals_merge_the_workers_files(tmp_path):
+    """bench.study's workers (bench.baselines --workers): each worker writes evals-w<i>.json beside evals.json; the main
     process reads them all (its own file last), and writes only its own."""
-    baselines = importlib.import_module("bench.baselines")
+    study = importlib.import_module("bench.study")
     (tmp_path / "evals-w0.json").write_text(json.dumps({"a|test|5": {"binding": {"16": 0.5}}}))
     (tmp_path / "evals-w1.json").write_text(json.dumps({"b|test|5": {"binding": {"16": 0.25}}}))
     (tmp_path / "evals.json").write_text(json.dumps({"b|test|5": {"binding": {"16": 0.75}}}))
-    evals = baselines.Evals(tmp_path / "evals.json")
+    evals = study.Evals(tmp_path / "evals.json")
     assert evals.get(None, "a", "test", 5) == {"binding": {16: 0.5}}      # a worker's, no evaluation run
     assert evals.get(None, "b", "test", 5) == {"binding": {16: 0.75}}     # the main file wins
     assert json.loads((tmp_path / "evals-w0.json").read_text()) == {"a|test|5": {"binding": {"16": 0.5}}}
+    (tmp_path / "evals-w1.json").write_text(json.dumps({"b|test|5": {"binding": {"16": 0.0}}, "c|val|5": {"recall": {"16": 1.0}}}))
+    evals.refresh()                                  # a later phase's worker results, read without evaluating
+    assert evals.get(None, "c", "val", 5) == {"recall": {16: 1.0}}
+    assert evals.get(None, "b", "test", 5) == {"binding": {16: 0.75}}     # what this process holds wins
+
+
+def test_matched_sweep_quick_writes_resumes_and_keeps_the_preregistration(monkeypatch, tmp_path):
+    """bench.matched --quick (one teacher budget, two seeds; seconds): every method at that T, the
+    lift and the normalised score, pipeline FLOPs with the teachers each method needs, a grid
+    extended past its edge, the JSON and figure written, the pre-registration above the results
+    kept; a re-run reloads every run (the same numbers); --render gives the same section again."""
+    monkeypatch.delenv("MOPD_FAST", raising=False)
+    runs = importlib.import_module("mopd_mini.runs")
+    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "runs")
+    matched = importlib.import_module("bench.matched")
+    out = tmp_path / "docs"
+    out.mkdir()
+    (out / "matched.md").write_text("# Matched\n\n## Pre-registration\n\nH1 stated before the run.\n")
+    rep = matched.main(["--quick", "--quiet", "--seeds", "0", "1", "--out", str(out)])
+    at = rep["by_T"]["2"]
+    assert set(at["rows"]) == set(matched.METHODS) and all(list(per) == [0, 1] for per in at["rows"].values())
+    row = at["rows"]["mopd_kl"][0]
+    assert set(row["lift"]) == {"binding", "recall", "mean"} and "mean" in row["all"]
+    teachers = sum(t["flops"] for t in at["teacher_cost"].values())
+    assert abs(row["pipeline"]["flops"] - row["stage"]["flops"] - teachers) < 1e-6 * teachers   # both teachers
+    mix = at["rows"]["mixrl"][0]
+    assert mix["pipeline"]["flops"] == mix["stage"]["flops"]                                  # no teachers
+    casc = at["rows"]["cascade_br"][0]
+    assert abs(casc["pipeline"]["flops"] - casc["stage"]["flops"] - at["teacher_cost"]["binding"]["flops"]) < 1
+    assert any(g.get("extended") for g in at["grid"]["rft"])                                  # bracketed past its edge
+    assert {"steps", "k", "lr"} == set(at["chosen"]["rft"])
+    page = (out / "matched.md").read_text()
+    assert page.startswith("# Matched\n\n## Pre-registration\n\nH1 stated before the run.")
+    assert "## Results" in page and "MOPD exact KL minus Mix-RL" in page
+    assert (out / "figures" / "matched_cost.png").exists() and (out / "matched.json").exists()
+    again = matched.main(["--quick", "--quiet", "--seeds", "0", "1", "--no-write"])
+    assert again["by_T"]["2"]["rows"]["mopd_kl"][1]["acc"] == at["rows"]["mopd_kl"][1]["acc"]
+    matched.main(["--render", str(out / "matched.json"), "--out", str(tmp_path / "again")])
+    assert (tmp_path / "again" / "matched.md").read_text().split("## Results")[1] == page.split("## Results")[1]
+
+
+def test_matched_cost_ratio_and_edge_marks():
+    """H3's ratio is the geometric mean of the per-seed cost ratios over the seeds where both arms
+    reach the target, with the t-interval of the log ratio; a chosen rate at the end of the rates
+    tried (the other keys held) is marked, one inside them is not."""
+    import math
+    matched = importlib.import_module("bench.matched")
+    rows = {"a": {0: {"reach": {"flops": 2.0}}, 1: {"reach": {"flops": 8.0}}, 2: {"reach": None}},
+            "b": {0: {"reach": {"flops": 1.0}}, 1: {"reach": {"flops": 2.0}}, 2: {"reach": {"flops": 1.0}}}}
+    r = matched.cost_ratio(rows, "a", "b")
+    assert r["n"] == 2 and math.isclose(r["ratio"], math.sqrt(2.0 * 4.0))
+    assert r["below_critique"] is False              # t = 12.71 at 2 seeds: the upper end is far above 14.8
+    rows["a"][2]["reach"] = {"flops": 3.0}
+    assert matched.cost_ratio(rows, "a", "b")["below_critique"] is True      # ratios 2, 4, 3: well below 14.8
+    grid = [{"steps": 300, "k": 4, "lr": lr} for lr in (1e-3, 3e-3)] + [{"steps": 600, "k": 4, "lr": 1e-2}]
+    assert matched.on_edge({"chosen": {"rft": {"steps": 300, "k": 4, "lr": 3e-3}}, "grid": {"rft": grid}}, "rft")
+    grid.append({"steps": 300, "k": 4, "lr": 1e-2})
+    assert not matched.on_edge({"chosen": {"rft": {"steps": 300, "k": 4, "lr": 3e-3}}, "grid": {"rft": grid}}, "rft")
+    assert matched.extend_lr({"lr": 1e-2}, [{"lr": 1e-3}, {"lr": 3e-3}, {"lr": 1e-2}]) == {"lr": 3e-2}
+    assert matched.extend_lr({"lr": 3e-3}, [{"lr": 1e-3}, {"lr": 3e-3}, {"lr": 1e-2}]) is None

@@ -1,0 +1,469 @@
+"""Is MOPD worth it at a MATCHED RL budget? The teachers and Mix-RL at the same per-domain GRPO
+budget T, for several T; from each teacher set every method of bench.baselines; each reported
+by its absolute accuracy lift per domain and its normalised score, against its whole pipeline's
+FLOPs, with the cost of reaching 95% of the teachers' lift. The pre-registration (hypotheses,
+metric, budgets, seeds, statistics, decision rule) is docs/matched.md, written before this ran.
+
+    python -m bench.matched --workers 2              # docs/matched.json, the results in docs/matched.md, figures
+    python -m bench.matched --estimate               # time a few steps of every trainer; the plan's CPU time
+    python -m bench.matched --quick --no-write       # the smoke test (seconds)
+    python -m bench.matched --render docs/matched.json
+
+A declaration on bench.study's runner, one study per T, each with its own teacher set (the
+baselines' Bench with the teachers at T steps):
+
+  * teachers: GRPO, T steps x 8 prompts x 8 samples of their own domain (lr 1e-3, the course's,
+    chosen on val by bench.teacher_headroom at 200 steps; seed 0, shared by every method and seed);
+  * Mix-RL: the same GRPO loop on both domains, T steps x 8 prompts per domain x 8 samples: the
+    SAME samples per domain as one teacher;
+  * Cascade RL: stage 1 is the domain's teacher at T, stage 2 T steps on the other domain;
+  * MOPD (pg, topk, kl): the course's student budget, `student_steps` x 8 prompts per domain, one
+    sample each, from the teachers at T;
+  * RFT and soft labels: their own budget, chosen on val with the learning rate: optimizer
+    steps and K samples per prompt from `offline_prompts` prompts per domain (the grid `offline`);
+  * the merges of the teachers at T (bench.baselines' grid) and the best merge type on val.
+
+Every trained method searches the same bracketed learning-rate grid `lrs` (RFT and soft also
+their budget); the choice is the best mean normalised val score at seed 0 on `val_n` prompts per
+domain and length, with a second seed (1) where the margin over the runner-up is within one val
+SE (bench.study's tie_break). Test: `test_n` prompts per domain and length, once per seed.
+
+The JSON is written after every seed of every T and the runs reload from runs/matched/, so a
+stopped command resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from statistics import fmean
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+import mopd_mini as mm  # noqa: E402
+from mopd_mini import cost, plots, stats  # noqa: E402
+from mopd_mini.adapters import atomic_write  # noqa: E402
+
+from . import baselines, study  # noqa: E402
+from .baselines import DOMAINS, LABEL, MERGES  # noqa: E402
+from .common import command, machine, machine_line  # noqa: E402
+
+DOCS = Path("docs")
+EXPERIMENT = "matched"
+RL = ("mixrl", "cascade_br", "cascade_rb")              # trained T steps: the matched RL budget
+STUDENTS = ("mopd_pg", "mopd_topk", "mopd_kl")          # trained student_steps from the teachers at T
+OFFLINE = ("rft", "soft")                               # their own budget (steps, K) and lr
+RESULTS = "## Results"                                  # docs/matched.md from this header on is the report
+
+
+@dataclass
+class Plan:
+    """The sweep's budgets and grids (FULL: the pre-registered command; QUICK: the smoke test)."""
+
+    Ts: tuple = (100, 200, 400)           # per-domain GRPO steps of the teachers, Mix-RL and each cascade stage
+    per_domain: int = 8                   # prompts per domain per step (online); offline batch = 2x this
+    group: int = 8                        # GRPO samples per prompt (the teachers', Mix-RL's, the cascades')
+    student_steps: int = 300              # MOPD's budget (the course's)
+    lrs: dict = field(default_factory=lambda: dict(LR_CENTRE))
+    """each trained method's learning-rate grid: 3 points, x3 apart, around its val choice at the
+    course budget (docs/baselines.json); extended by one x3 step past an edge the best sits on
+    (at most `extend` times), so every chosen rate is interior or the page says it is not"""
+    extend: int = 2
+    offline: tuple = ((300, 4), (600, 4), (300, 1))  # RFT / soft labels: (steps, K) searched beside the lrs
+    offline_prompts: int = 600            # prompts per domain the teachers sample for RFT / soft labels
+    merge_grid: dict = field(default_factory=lambda: baselines.FULL.merge_grid)
+    eval_every: int = 50                  # periodic val evaluations: the curves and the cost to reach 95%
+    curve_n: int = 100                    # val prompts per domain and length of the periodic evaluations
+    val_n: int = 300                      # val prompts per domain and length of the choice (a separate evaluation)
+    test_n: int = 500                     # test prompts per domain and length
+    target: float = 0.95                  # the fraction of the teachers' lift whose cost is reported
+    tie_break: int = 1                    # the second seed for a val choice within one SE
+
+    def protocol(self, T: int) -> baselines.Protocol:
+        """bench.baselines' Protocol for the study at T (its Bench trains the teachers at T)."""
+        return baselines.Protocol(steps=self.student_steps, per_domain=self.per_domain, lrs=(),
+                                  offline_prompts=self.offline_prompts, offline_k=self.offline[0][1],
+                                  merge_grid=self.merge_grid, eval_every=self.eval_every, val_n=self.val_n,
+                                  teacher_steps=T, curve_n=self.curve_n)
+
+
+# the course-budget val choices (docs/baselines.json, 300 steps, teachers at 200): each grid's centre
+LR_CENTRE = {"mopd_pg": 1e-3, "mopd_topk": 3e-3, "mopd_kl": 3e-3, "mixrl": 1e-3, "cascade_br": 1e-3,
+             "cascade_rb": 1e-3, "rft": 1e-3, "soft": 3e-3}
+
+
+LADDER = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+"""the learning rates a grid takes its points from, about x3 apart (the baselines' grid was 3e-4, 1e-3, 3e-3)"""
+
+
+def around(lr: float) -> tuple:
+    """The rate and its two neighbours on LADDER (1e-3: 3e-4, 1e-3, 3e-3)."""
+    i = LADDER.index(lr)
+    return LADDER[max(0, i - 1):i + 2]
+
+
+def extend_lr(best: dict, tried: list[dict]) -> dict | None:
+    """The next LADDER rate past the grid's edge when the best sits on it (the other keys held at
+    the best's), else None: the choice is interior (or the ladder ends)."""
+    same = sorted(t["lr"] for t in tried if {k: v for k, v in t.items() if k != "lr"}
+                  == {k: v for k, v in best.items() if k != "lr"})
+    if len(same) < 2 or same[0] < best["lr"] < same[-1]:
+        return None
+    i = LADDER.index(best["lr"]) + (1 if best["lr"] == same[-1] else -1)
+    return {**best, "lr": LADDER[i]} if 0 <= i < len(LADDER) else None
+
+
+FULL = Plan(lrs={m: around(lr) for m, lr in LR_CENTRE.items()})
+QUICK = Plan(Ts=(2,), per_domain=2, student_steps=2, lrs={m: (1e-3, 3e-3) if m == "rft" else (1e-2,) for m in LR_CENTRE},
+             extend=1, offline=((2, 2), (3, 1)), offline_prompts=3, merge_grid=baselines.QUICK.merge_grid, eval_every=1,
+             curve_n=4, val_n=4, test_n=6)
+
+
+def declare(plan: Plan, T: int, quick: bool) -> study.Study:
+    """The study at teacher budget T: every method, its grid and its pipeline's teachers."""
+    def method(m):
+        if m in RL:
+            grid = [{"lr": lr} for lr in plan.lrs[m]]
+            train = lambda bench, s, seed: bench.train(m, s["lr"], seed, steps=T)  # noqa: E731
+        elif m in OFFLINE:
+            grid = [{"steps": n, "k": k, "lr": lr} for n, k in plan.offline for lr in plan.lrs[m]]
+            train = lambda bench, s, seed: bench.train(m, s["lr"], seed, steps=s["steps"], k=s["k"])  # noqa: E731
+        else:
+            grid = [{"lr": lr} for lr in plan.lrs[m]]
+            train = lambda bench, s, seed: bench.train(m, s["lr"], seed)  # noqa: E731
+        return study.Method(train, grid=grid, needs=baselines.needs(m), extend=extend_lr)
+
+    def merged(how):
+        return study.Method(lambda bench, s, seed: bench.merged(how, s, seed), grid=plan.merge_grid[how],
+                            needs=DOMAINS, in_workers=False)
+
+    proto = plan.protocol(T)
+    experiment = EXPERIMENT + ("-quick" if quick else "")
+    return study.Study(module="bench.matched", argv=["--T", str(T)] + (["--quick"] if quick else []),
+                       methods={**{m: method(m) for m in STUDENTS + RL + OFFLINE},
+                                **{f"merge_{h}": merged(h) for h in MERGES}},
+                       picks={"merge_best": study.Pick({f"merge_{h}": h for h in MERGES})},
+                       setup=lambda progress: baselines.Bench(proto, experiment, progress=progress),
+                       parts={"all": None}, tie_break=plan.tie_break, val_from_run=False, max_extend=plan.extend)
+
+
+# ---------------------------------------------------------------------------------------------
+# the report of one T: the runner's rows, the curves and the cost to reach the target
+# ---------------------------------------------------------------------------------------------
+
+
+def lift_curve(run, ref: dict) -> list[tuple[int, float]]:
+    """(step, mean lift over domains) at every periodic val evaluation of the run."""
+    out = []
+    for row in run.metrics:
+        accs = {d: [v for k, v in row.items() if k.startswith(f"acc/{d}/")] for d in DOMAINS}
+        if all(accs.values()) and row["step"] > 0:
+            out.append((row["step"], fmean(fmean(accs[d]) - fmean(ref["base"][d].values()) for d in DOMAINS)))
+    return out
+
+
+def cost_to(run, step: int) -> dict:
+    """The stage's cost counters up to and including `step` (step 0: RFT's sampling)."""
+    return cost.totals([r for r in run.metrics if r["step"] <= step])
+
+
+def reach(bench, m: str, r, state: study.State, needs: tuple, target: float) -> dict | None:
+    """The first periodic val evaluation at which the run's mean lift reaches `target` x the
+    teachers' mean val lift: its step, the pipeline FLOPs to it (the teachers it needs in full)
+    and the wall seconds (the stage's pro-rated by FLOPs, plus the teachers'). None if never."""
+    if r.run is None:
+        return None
+    teachers_lift = fmean(fmean(state.val[f"teacher_{d}"][d].values()) - fmean(state.val["base"][d].values())
+                          for d in DOMAINS)
+    if not teachers_lift > 0:                  # teachers no better than the base: no target to reach
+        return None
+    for step, lifted in lift_curve(r.run, state.val):
+        if lifted >= target * teachers_lift:
+            stage = cost_to(r.run, step)
+            teachers = [bench.teachers[d] for d in needs]
+            pipe = cost.add(stage, *(cost.totals(t.metrics) for t in teachers))
+            whole = cost.flops(cost.totals(r.run.metrics), bench.N, bench.n_lora)
+            part = cost.flops(stage, bench.N, bench.n_lora)
+            seconds = r.seconds * (part / whole if whole else 1.0) + sum(t.seconds for t in teachers)
+            return {"step": step, "lift": lifted, "teachers_lift": teachers_lift,
+                    "flops": cost.flops(pipe, bench.N, bench.n_lora), "stage_flops": part, "seconds": seconds}
+    return None
+
+
+def summarise(declared: study.Study, plan: Plan, T: int):
+    def report(bench, state: study.State) -> dict:
+        rows = study.rows(declared, bench, state)
+        for m, per in rows.items():
+            for seed, row in per.items():
+                r = state.per_seed[seed][m]
+                row["reach"] = reach(bench, m, r, state, study.needs_of(declared, m), plan.target)
+        return {"T": T, "teacher": {d: {"steps": c.steps, "lr": c.lr, "seed": c.seed} for d, c in bench.teacher_cfg.items()},
+                "teacher_cost": {d: {**cost.totals(t.metrics), "seconds": t.seconds,
+                                     "flops": cost.flops(cost.totals(t.metrics), bench.N, bench.n_lora)}
+                                 for d, t in bench.teachers.items()},
+                "N": bench.N, "n_lora": bench.n_lora, "seeds_done": list(state.per_seed), "elapsed_s": state.elapsed,
+                "refs": {split: {a: getattr(state, split)[a] for a in declared.refs} for split in ("val", "test")},
+                "grid": state.grid, "chosen": state.chosen, "rows": rows}
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# the page's results and the figure
+# ---------------------------------------------------------------------------------------------
+
+
+METHODS = STUDENTS + RL + OFFLINE + tuple(f"merge_{h}" for h in MERGES) + ("merge_best",)
+CRITIQUE = 14.8                                         # the low end of the critique's 14.8-23.1x
+
+
+def on_edge(by_T: dict, m: str) -> bool:
+    """Whether the chosen learning rate is still at an end of the rates tried (the other keys of
+    the setting held at the chosen ones): not bracketed."""
+    chosen = by_T["chosen"][m]
+    if not isinstance(chosen, dict) or "lr" not in chosen:
+        return False
+    rest = {k: v for k, v in chosen.items() if k != "lr"}
+    lrs = [g["lr"] for g in by_T["grid"][m] if {k: g.get(k) for k in rest} == rest]
+    return len(lrs) > 1 and chosen["lr"] in (min(lrs), max(lrs))
+
+
+def cost_ratio(rows: dict, a: str, b: str, key: str = "flops") -> dict:
+    """H3: a's cost to reach the target over b's, per seed where both reach it; the geometric mean
+    and the 95% t-interval of the log ratio (stats.paired of the logs)."""
+    la = {s: math.log(p["reach"][key]) for s, p in rows[a].items() if p.get("reach")}
+    lb = {s: math.log(p["reach"][key]) for s, p in rows[b].items() if p.get("reach")}
+    p = stats.paired(la, lb)
+    return {**p, "ratio": math.exp(p["diff"]) if p["n"] else float("nan"),
+            "below_critique": p["n"] >= 2 and not math.isnan(p["hi"]) and p["hi"] < math.log(CRITIQUE)}
+
+
+def results_markdown(rep: dict) -> str:
+    """The results section (below the pre-registration, which this never rewrites)."""
+    out = [RESULTS, "", "Written by:", "", "```bash", rep["command"], "```", "",
+           f"Machine: {machine_line(rep['machine'])}. Finished {rep['date']}.", ""]
+    for key, by_T in sorted(rep["by_T"].items(), key=lambda kv: int(kv[0])):
+        rows, seeds = by_T["rows"], by_T["seeds_done"]
+        stale = sorted({LABEL[m] for m, per in rows.items() for p in per.values() if p.get("ledger", 0) < cost.LEDGER})
+        out += [f"### T = {key} GRPO steps per domain (seeds {seeds})", "",
+                *study.unfinished(rep["command"], seeds),
+                *([f"**Mixed ledger**: the costs of {', '.join(stale)} include runs counted by older code "
+                   f"(cost ledger below {cost.LEDGER}); their FLOPs are not comparable with the others'.", ""]
+                  if stale else []),
+                "Test split, mean ± sample std over seeds (ddof = 1). Lift: mean accuracy over the domain's lengths minus "
+                "the base's. Pipeline FLOPs: the method's stage plus the teachers it needs (cost.FORMULA).", "",
+                "| method | chosen | lift binding | lift recall | mean lift | normalised | pipeline FLOPs | "
+                f"FLOPs to {rep['plan']['target']:.0%} of the teachers' lift (val) | wall s to it |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for m in METHODS:
+            per = rows[m].values()
+            col = lambda f: study.cell([f(p) for p in per])  # noqa: E731
+            reached = [p["reach"] for p in per if p.get("reach")]
+            to = (f"{fmean(x['flops'] for x in reached):.2e} ({len(reached)}/{len(per)} seeds)" if reached
+                  else f"not reached (0/{len(per)})")
+            wall = f"{fmean(x['seconds'] for x in reached):.0f}" if reached else "—"
+            chosen = json.dumps(by_T["chosen"][m]) + (" **(on the grid's edge: not bracketed)**" if on_edge(by_T, m) else "")
+            out.append(f"| {LABEL[m]} | {chosen} | {col(lambda p: p['lift']['binding'])} | "
+                       f"{col(lambda p: p['lift']['recall'])} | {col(lambda p: p['lift']['mean'])} | "
+                       f"{col(lambda p: p['all']['mean'])} | {fmean(p['pipeline']['flops'] for p in per):.2e} | "
+                       f"{to} | {wall} |")
+        out += ["", "Paired by seed (mean difference ± 95% t half-width; resolved when the interval excludes 0):", "",
+                "| comparison | mean lift | normalised |", "| --- | --- | --- |"]
+        for a, b in (("mopd_kl", "mixrl"), ("mopd_pg", "mixrl"), ("mopd_topk", "mixrl"), ("mopd_kl", "rft"),
+                     ("mopd_kl", "soft")):
+            pl, pn = study.paired(rows, a, b, "lift"), study.paired(rows, a, b)
+            res = lambda p: stats.interval_text(p) + (" (resolved)" if p["resolved"] else " (not resolved)")  # noqa: E731
+            out.append(f"| {LABEL[a]} minus {LABEL[b]} | {res(pl)} | {res(pn)} |")
+        best = max(STUDENTS, key=lambda m: stats.mean_sd([p["lift"]["mean"] for p in rows[m].values()])[0])
+        out += ["", f"H3, the cost to reach {rep['plan']['target']:.0%} of the teachers' val lift, {LABEL[best]} (the "
+                "MOPD form with the highest mean test lift here) over each offline baseline: geometric mean over the "
+                "seeds where both reach it, 95% t-interval of the log ratio as a ratio interval; supported at this T "
+                f"when the interval's upper end is below {CRITIQUE}x.", "",
+                "| ratio | pipeline FLOPs | stage FLOPs | wall s | seeds | below 14.8x |", "| --- | --- | --- | --- | --- | --- |"]
+        for b in OFFLINE:
+            r = {k: cost_ratio(rows, best, b, k) for k in ("flops", "stage_flops", "seconds")}
+            txt = lambda q: (f"{q['ratio']:.2f}x" + (f" [{math.exp(q['lo']):.2f}, {math.exp(q['hi']):.2f}]"  # noqa: E731
+                                                      if not math.isnan(q["half"]) else "")) if q["n"] else "—"
+            out.append(f"| {LABEL[best]} / {LABEL[b]} | {txt(r['flops'])} | {txt(r['stage_flops'])} | "
+                       f"{txt(r['seconds'])} | {r['flops']['n']} | {'yes' if r['flops']['below_critique'] else 'no'} |")
+        out.append("")
+    out += ["![lift and normalised score against pipeline FLOPs](figures/matched_cost.png)", ""]
+    return "\n".join(out) + "\n"
+
+
+def figure(rep: dict, folder: Path) -> None:
+    """Mean lift and mean normalised score (± sample std over seeds) against whole-pipeline FLOPs,
+    log axis, one line per method through its teacher budgets T (`plots.cost_curves`): the
+    sample-efficiency picture and the cost argument in one."""
+    panels = {"mean accuracy lift over the base": {}, "mean normalised score": {}}
+    for m in METHODS:
+        for key, by_T in sorted(rep["by_T"].items(), key=lambda kv: int(kv[0])):
+            per = list(by_T["rows"][m].values())
+            x = fmean(p["pipeline"]["flops"] for p in per)
+            for panel, f in zip(panels, (lambda p: p["lift"]["mean"], lambda p: p["all"]["mean"])):
+                panels[panel].setdefault(LABEL[m], []).append((x, *stats.mean_sd([f(p) for p in per]), f"T={key}"))
+    fig = plots.cost_curves(panels, title=f"Matched RL budget T, test split, mean ± std over seeds\n`{rep['command']}`")
+    plots.save(fig, "matched_cost", folder)
+    plt.close(fig)
+
+
+def write(rep: dict, docs: Path = DOCS) -> None:
+    """docs/matched.json, the figure, and docs/matched.md's results section (the pre-registration
+    above it is kept as committed)."""
+    atomic_write(docs / "matched.json", json.dumps(rep, indent=1, default=str).encode())
+    figure(rep, docs / "figures")
+    page = docs / "matched.md"
+    head = page.read_text().split(RESULTS)[0].rstrip() + "\n\n" if page.exists() else "# Matched RL budgets\n\n"
+    page.write_text(head + results_markdown(rep))
+
+
+# ---------------------------------------------------------------------------------------------
+# the estimate: a few timed steps of every trainer, times the plan's steps
+# ---------------------------------------------------------------------------------------------
+
+
+def estimate(plan: Plan, steps: int = 4, seeds: int = 3, workers: int = 2) -> dict:
+    """Time `steps` training steps of every trainer at the plan's batch sizes (in memory, on the
+    tiny base) and one val evaluation at val_n, then multiply by what the plan trains and
+    evaluates: the CPU seconds of the whole command and its wall time with `workers` processes
+    (the teachers train in the main process before the workers start). Upper bounds, stated:
+    the tie-break is counted for every method (its two best settings at seed 1) and the
+    bracketing for one extension per method. On a shared machine the times are scaled by this
+    process's CPU share (process time / wall time over the timed part) to a quiet machine's."""
+    import torch
+    from mopd_mini.offline import OfflineConfig, collect, train_offline
+
+    torch.set_num_threads(1)
+    bank = mm.AdapterBank(*mm.load_base("tiny"))
+    common = dict(steps=steps, eval_every=0, experiment=None, progress=False)
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    per_step = {}
+    t = [mm.train_teacher(bank, mm.GRPOConfig(domain=d, prompts_per_step=plan.per_domain, group_size=plan.group, **common))
+         for d in DOMAINS]
+    per_step["teacher"] = fmean(r.seconds for r in t) / steps
+    per_step["mixrl"] = mm.train_teacher(bank, mm.GRPOConfig(domain=DOMAINS, prompts_per_step=plan.per_domain,
+                                                             group_size=plan.group, **common)).seconds / steps
+    per_step["cascade"] = mm.train_teacher(bank, mm.GRPOConfig(domain="recall", init_from="teacher_binding", name="c",
+                                                               prompts_per_step=plan.per_domain, group_size=plan.group,
+                                                               **common)).seconds / steps
+    for loss in ("pg", "topk", "kl"):
+        per_step[f"mopd_{loss}"] = mm.train_student(bank, mm.MOPDConfig(
+            loss=loss, prompts_per_domain=plan.per_domain, student=f"s_{loss}", track_steps=(), **common)).seconds / steps
+    ocfg = OfflineConfig(prompts_per_domain=50, samples_per_prompt=4, batch_size=2 * plan.per_domain, **common)
+    data = collect(bank, ocfg)
+    per_sample = data.seconds / len(data.completions)
+    for loss, m in (("sft", "rft"), ("soft", "soft")):
+        per_step[m] = (train_offline(bank, OfflineConfig(**{**asdict(ocfg), "loss": loss}), data).seconds
+                       - data.seconds) / steps
+    started = time.perf_counter()
+    mm.evaluate(bank, ["base"], n=plan.val_n, split="val")
+    val_eval = time.perf_counter() - started
+    share = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
+    curve_eval, test_eval = val_eval * plan.curve_n / plan.val_n, val_eval * plan.test_n / plan.val_n
+    kind = {**{m: m for m in STUDENTS}, "mixrl": "mixrl", "cascade_br": "cascade", "cascade_rb": "cascade",
+            "rft": "rft", "soft": "soft"}
+
+    def run_s(m, n_steps, choice):
+        return per_step[kind[m]] * n_steps + curve_eval * (n_steps // plan.eval_every) + (val_eval if choice else 0)
+
+    def settings(m, T):   # (steps) of one run per grid setting, learning rates included
+        if m in OFFLINE:
+            return [n for n, _ in plan.offline for _ in plan.lrs[m]]
+        return [T if m in RL else plan.student_steps] * len(plan.lrs[m])
+
+    def chosen(m, T):     # one run at a typical chosen setting
+        return sum(settings(m, T)) / len(settings(m, T))
+
+    total, teachers_s, lines = 0.0, 0.0, []
+    ks = sorted({k for _, k in plan.offline})
+    for T in plan.Ts:
+        teach = 2 * per_step["teacher"] * T
+        ms = STUDENTS + RL + OFFLINE
+        grid = sum(run_s(m, n, True) for m in ms for n in settings(m, T))
+        extend = sum(run_s(m, chosen(m, T), True) for m in ms)
+        tie = sum(2 * run_s(m, chosen(m, T), True) for m in ms)
+        tests = (seeds - 1) * sum(run_s(m, chosen(m, T), False) for m in ms)
+        sampling = seeds * sum(ks) * plan.offline_prompts * len(DOMAINS) * per_sample
+        evals = seeds * len(METHODS) * test_eval + 3 * (val_eval + test_eval) + sum(len(plan.merge_grid[h]) for h in MERGES) * val_eval
+        teachers_s += teach
+        total += grid + extend + tie + tests + sampling + evals
+        lines.append(f"T={T}: teachers {teach:.0f} s (main process), grid {grid:.0f} s, bracketing <= {extend:.0f} s, "
+                     f"tie-break <= {tie:.0f} s, other seeds {tests:.0f} s, teachers' sampling {sampling:.0f} s, "
+                     f"test and merge evaluations {evals:.0f} s")
+    wall = teachers_s + total / workers
+    return {"per_step_s": per_step, "per_collected_sample_s": per_sample, "val_eval_s": val_eval,
+            "cpu_share": share, "lines": lines, "cpu_s": teachers_s + total, "wall_s": wall,
+            "quiet_wall_s": wall * share, "workers": workers, "machine": machine_line()}
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--T", type=int, nargs="+", help="teacher budgets to run (default: the plan's)")
+    p.add_argument("--quick", action="store_true", help="tiny budgets, seconds: the smoke test")
+    p.add_argument("--no-write", action="store_true", help="print only; docs/ is left alone")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--out", default=str(DOCS), help="where matched.json, the results in matched.md and the figure go")
+    p.add_argument("--workers", type=int, default=1, help="train in this many processes of one torch thread")
+    p.add_argument("--estimate", action="store_true", help="time a few steps of every trainer and print the "
+                   "plan's CPU and wall time (nothing trained to disk)")
+    p.add_argument("--render", metavar="JSON", help="rewrite the results section and figure from a saved matched.json")
+    p.add_argument("--n", type=int, help=argparse.SUPPRESS)          # set by the runner for its workers
+    study.add_worker_args(p)
+    args = p.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    if args.workers < 1:
+        raise SystemExit(f"--workers must be >= 1, got {args.workers}")
+    if args.worker is not None:
+        return study.worker_main(declare(plan, args.T[0], args.quick), args.worker, args.jobs, plan.test_n, plan.val_n)
+    if args.estimate:
+        est = estimate(plan, seeds=len(args.seeds), workers=max(args.workers, 2))
+        print(json.dumps(est, indent=1))
+        print(f"estimate: {est['cpu_s'] / 3600:.1f} CPU-hours as measured; {est['wall_s'] / 3600:.1f} h wall with "
+              f"{est['workers']} workers; {est['quiet_wall_s'] / 3600:.1f} h on a quiet machine (CPU share "
+              f"{est['cpu_share']:.2f})")
+        return est
+    if args.render:
+        rep = json.loads(Path(args.render).read_text())
+        if not args.no_write:
+            write(rep, Path(args.out))
+        print(results_markdown(rep))
+        return rep
+    Ts = tuple(args.T or plan.Ts)
+    unknown = [T for T in Ts if T < 1]
+    if unknown:
+        raise SystemExit(f"--T must be >= 1 steps, got {unknown}")
+    out = Path(args.out)
+    saved = out / "matched.json"
+    rep = {"command": command("bench.matched", argv), "machine": machine(), "plan": {**asdict(plan), "Ts": list(Ts)},
+           "flops_formula": cost.FORMULA, "by_T": {}}
+    if not args.no_write and saved.exists() and not args.quick:   # resume: keep the T's already reported
+        rep["by_T"] = {k: v for k, v in json.loads(saved.read_text()).get("by_T", {}).items() if int(k) in Ts}
+
+    for T in Ts:
+        declared = declare(plan, T, args.quick)
+
+        def save(part, T=T):
+            rep["by_T"][str(T)] = part
+            rep["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+            if not args.no_write:
+                write(rep, out)
+
+        study.run(declared, seeds=args.seeds, n=plan.test_n, val_n=plan.val_n, workers=args.workers,
+                  quiet=args.quiet, summarise=summarise(declared, plan, T), write=save)
+    rep["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(results_markdown(json.loads(json.dumps(rep, default=str))))
+    return rep
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,468 @@
+"""One runner for the studies that compare methods (bench.baselines, bench.matched): a study
+declares its methods (how to train one run at a (setting, seed)), a grid per method, the seeds,
+budgets, hypotheses and decision rule; the runner does the rest, the same way for every study.
+
+    study = Study(module="bench.baselines", methods={"mopd_pg": Method(train, grid=[{"lr": 1e-3}, ...]), ...},
+                  setup=lambda progress: Bench(...), ...)
+    report = run(study, seeds=[0, 1, 2], n=500, val_n=100, workers=2, summarise=..., write=...)
+
+The protocol:
+  1. the grid, seed 0, on VAL: every method at every setting of its grid, scored by the mean
+     normalised val score; the best is chosen. With `tie_break` (a second seed), a method whose
+     chosen setting beats the runner-up by less than the chosen one's val standard error has its
+     two best settings trained again at that seed, on val, and the choice is the best mean over
+     the two seeds (recorded as `mean2` in the grid);
+  2. TEST, once per method and seed, at the chosen setting (the seed-0 run chosen in 1 is the
+     seed-0 result; nothing reads the test split before every choice is made);
+  3. the rows (`rows`): for every method and seed, the normalised scores (every length and the
+     study's named subsets of lengths) with binomial SEs, the absolute lift per domain (mean
+     accuracy minus the base's, which no budget moves), the accuracies, and the costs of the
+     method's own stage and of its whole pipeline (the teachers it needs included), with FLOPs
+     by `cost.flops`.
+
+A `Pick` is a method that is the best of other methods on val (the best merge type): its result
+is theirs, chosen once on val. Runs live in runs/ and reload (a killed run resumes, a re-run
+retrains nothing); evaluations are cached in the study's folder (`Evals`); `workers` > 1 trains
+each phase's jobs in that many processes of the study's own module (`bench.common.in_processes`,
+see `worker_main`), which the main process then reloads; `write` is called after every seed, so a
+run stopped early leaves the seeds it finished. The statistics are `mopd_mini.stats`'s: sample
+std over seeds, paired per-seed t-intervals (`paired`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import fmean
+from typing import Any, Callable
+
+import torch
+from tqdm.auto import tqdm
+
+import mopd_mini as mm
+from mopd_mini import cost, stats
+from mopd_mini.adapters import atomic_write
+
+from .common import in_processes
+
+DOMAINS = ("binding", "recall")
+
+
+def tag(x: float) -> str:
+    """A number as a module-name-safe tag: 1e-03 -> 1em03, 0.5 -> 0p5."""
+    return (f"{x:.0e}" if x < 0.01 else f"{x:g}").replace("-", "m").replace(".", "p").replace("+", "")
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluations, cached on disk
+# ---------------------------------------------------------------------------------------------
+
+
+class Evals:
+    """evaluate() results keyed by (adapter, split, n), stored in one JSON file (atomic writes)."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.data = {}
+        if path is not None:  # the workers' files beside this one (evals-w0.json, ...) first
+            for f in sorted(path.parent.glob(f"{path.stem}-w*.json")) + [path]:
+                if f.exists():
+                    self.data.update(json.loads(f.read_text()))
+
+    def refresh(self) -> None:
+        """Read what the workers have evaluated since (their files), keeping this file's entries."""
+        if self.path is not None:
+            for f in sorted(self.path.parent.glob(f"{self.path.stem}-w*.json")):
+                self.data = {**json.loads(f.read_text()), **self.data}
+
+    def get(self, bank, name: str, split: str, n: int) -> dict:
+        key = f"{name}|{split}|{n}"
+        if key not in self.data:
+            table = mm.evaluate(bank, [name], n=n, split=split)
+            self.data[key] = {d: {str(L): a for L, a in by.items()} for d, by in table["acc"][name].items()}
+            if self.path is not None:
+                atomic_write(self.path, json.dumps(self.data, indent=0).encode())
+        return {d: {int(L): a for L, a in by.items()} for d, by in self.data[key].items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# what a study declares
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    """One method's run at one (setting, seed): the adapter's name in the bank, its Run (None for
+    a merge), the cost totals and wall seconds of the method's own stage."""
+
+    name: str
+    run: object = None
+    stage: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @classmethod
+    def of(cls, name: str, run) -> "Result":
+        return cls(name, run, cost.totals(run.metrics), run.seconds)
+
+
+@dataclass
+class Method:
+    """How to train one run of a method: `train(ctx, setting, seed) -> Result`, at every setting
+    of `grid`. `needs`: the domains whose teachers its pipeline needs first (their cost is added);
+    `in_workers`: whether worker processes train it (False: the main process does, e.g. a merge,
+    which lives in the bank only); `scalar`: the grid's one key, when the chosen setting is
+    reported as that value rather than as a dict (the baselines' learning rate)."""
+
+    train: Callable[[Any, dict, int], Result]
+    grid: list[dict] = field(default_factory=lambda: [{}])
+    needs: tuple[str, ...] = ()
+    in_workers: bool = True
+    scalar: str | None = None
+    extend: Callable[[dict, list[dict]], dict | None] | None = None
+    """bracketing: extend(best setting, settings tried) -> a setting beyond the grid's edge when the
+    best is on it (None: it is interior); the runner trains it at seed 0 on val and chooses again"""
+
+    def __post_init__(self):
+        if not self.grid:
+            raise ValueError("a method's grid needs at least one setting ([{}] for none)")
+        if self.scalar is not None and any(set(s) != {self.scalar} for s in self.grid):
+            raise ValueError(f"scalar={self.scalar!r}: every setting must have that one key, got {self.grid}")
+
+
+@dataclass
+class Pick:
+    """A method that is the best, on val, of other methods of the study: {method: label}; the
+    choice is reported as {"how": label, **that method's chosen setting}."""
+
+    among: dict[str, str]
+
+
+@dataclass
+class Study:
+    """A study: its methods, the set-up every process runs first (`setup(progress) -> ctx`, with
+    ctx.bank, ctx.teachers {domain: Run}, ctx.N, ctx.n_lora and ctx.folder, where its evaluations
+    are cached), and what the workers need to rebuild it (`module`, `argv`)."""
+
+    module: str
+    methods: dict[str, Method]
+    setup: Callable[[bool], Any]
+    picks: dict[str, Pick] = field(default_factory=dict)
+    argv: list[str] = field(default_factory=list)
+    refs: tuple[str, ...] = ("base", "teacher_binding", "teacher_recall")
+    domains: tuple[str, ...] = DOMAINS
+    parts: dict = field(default_factory=lambda: {"all": None})
+    """the scores each row reports: {part: {domain: lengths} or None for every length}"""
+    tie_break: int | None = None
+    """a second seed for a val choice within one SE (None: seed 0 decides alone)"""
+    val_from_run: bool = True
+    """score the val choice on the run's last periodic evaluation (True: the periodic evaluations
+    use the choice's val_n prompts) or on a separate evaluation at val_n (False: the periodic ones
+    are smaller, for the curves only)"""
+    max_extend: int = 2
+    """at most this many settings a method's grid is extended by (`Method.extend`)"""
+
+    def __post_init__(self):
+        for name, pick in self.picks.items():
+            unknown = set(pick.among) - set(self.methods)
+            if unknown:
+                raise ValueError(f"pick {name!r} chooses among unknown methods {sorted(unknown)}")
+
+
+@dataclass
+class State:
+    """What the runner has done so far: the study's JSON is made from it (`rows`)."""
+
+    grid: dict = field(default_factory=dict)       # {method: [{**setting, name, <domain>, mean, se}, ...]}
+    chosen: dict = field(default_factory=dict)     # {method: setting (or its scalar)}
+    per_seed: dict = field(default_factory=dict)   # {seed: {method: Result}}
+    val: dict = field(default_factory=dict)        # {adapter: {domain: {L: acc}}}
+    test: dict = field(default_factory=dict)
+    n: int = 0                                     # test prompts per domain and length
+    val_n: int = 0
+    elapsed: float = 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# scores
+# ---------------------------------------------------------------------------------------------
+
+
+def scores(accs: dict, name: str, n: int, lengths=None, domains=DOMAINS) -> dict:
+    """normalised_scores of `name` against base and the teachers, plus binomial standard errors."""
+    s = mm.normalised_scores({"acc": accs, "floor": {}, "n": n}, student=name, lengths=lengths)
+    for d in domains:
+        cells = [accs[name][d][L] for L in ((lengths or {}).get(d) or accs[name][d])]
+        se = math.sqrt(sum(p * (1 - p) / n for p in cells)) / len(cells)
+        s[d]["se"] = se / abs(s[d]["denominator"]) if abs(s[d]["denominator"]) > 1e-9 else float("nan")
+    s["mean_se"] = math.sqrt(sum(s[d]["se"] ** 2 for d in domains)) / len(domains)
+    return s
+
+
+def lift(accs: dict, name: str, domains=DOMAINS) -> dict:
+    """Absolute accuracy lift per domain: the mean over the domain's lengths minus the base's
+    (no teacher in it, so it does not move when the teachers' budget does), and their mean."""
+    out = {d: fmean(accs[name][d].values()) - fmean(accs["base"][d].values()) for d in domains}
+    out["mean"] = fmean(out[d] for d in domains)
+    return out
+
+
+def final_accs(run, domains=DOMAINS) -> dict | None:
+    """{domain: {L: acc}} of the run's last row, when it holds an evaluation of every domain."""
+    row = run.metrics[-1] if run is not None and run.metrics else {}
+    accs = {d: {int(k.split("/L")[1]): v for k, v in row.items() if k.startswith(f"acc/{d}/")} for d in domains}
+    return accs if all(accs.values()) else None
+
+
+def curve(run, ref: dict, per_domain: int, start: str = "base", domains=DOMAINS) -> list[dict]:
+    """(prompts seen per domain, normalised score per domain and mean) at every periodic eval,
+    from the starting adapter's val scores (`start`: the base, or a cascade's first teacher)."""
+    def point(step, accs):
+        p = {"step": step, "prompts": step * per_domain}
+        for d in domains:
+            b, t = (fmean(ref[a][d].values()) for a in ("base", f"teacher_{d}"))
+            p[d] = (fmean(accs[d].values()) - b) / (t - b) if abs(t - b) > 1e-9 else float("nan")
+        p["mean"] = fmean(p[d] for d in domains)
+        return p
+
+    out = [point(0, ref[start])]
+    for row in run.metrics:
+        accs = {d: {int(k.split("/L")[1]): v for k, v in row.items() if k.startswith(f"acc/{d}/")} for d in domains}
+        if all(accs.values()) and row["step"] > 0:
+            out.append(point(row["step"], accs))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the runner
+# ---------------------------------------------------------------------------------------------
+
+
+def in_workers(study: Study, jobs: list, workers: int, n: int, evals: Evals | None = None) -> None:
+    """Train `jobs` ([method, setting, seed, split or None], ...) in `workers` processes of the
+    study's module (see `worker_main`); a job with a split is evaluated there too. Each worker
+    writes its own evals file, which `evals` then reads; the runs go where the main process
+    looks for them."""
+    jobs = [j for j in jobs if study.methods[j[0]].in_workers]
+    if workers > 1 and jobs:
+        in_processes(study.module, [list(j) for j in jobs], workers,
+                     lambda w, mine: ["--worker", str(w), "--jobs", json.dumps(mine), "--n", str(n), "--quiet",
+                                      *study.argv])
+        if evals is not None:
+            evals.refresh()
+
+
+def worker_main(study: Study, worker: int, jobs: str, n: int, val_n: int) -> None:
+    """One worker of `in_workers`: set the study up (its teachers reload), train its jobs and
+    evaluate those that ask for it, nothing else."""
+    torch.set_num_threads(1)
+    ctx = study.setup(False)
+    evals = Evals(ctx.folder / f"evals-w{worker}.json")
+    for m, setting, seed, split in json.loads(jobs):
+        r = study.methods[m].train(ctx, setting, seed)
+        if split is not None:
+            evals.get(ctx.bank, r.name, split, val_n if split == "val" else n)
+
+
+def _entry(study, state, r, setting, val_n) -> dict:
+    s = scores(state.val, r.name, val_n, domains=study.domains)
+    return {**setting, "name": r.name, **{d: s[d]["normalised"] for d in study.domains},
+            "mean": s["mean"], "se": s["mean_se"], "seconds": r.seconds}
+
+
+def _val(study, ctx, evals, state, r, val_n):
+    """The run's val accuracies: its last periodic evaluation IS the val evaluation, when it ran
+    at val_n (`Study.val_from_run`); else an evaluation at val_n."""
+    ran = final_accs(r.run, study.domains) if study.val_from_run else None
+    state.val[r.name] = ran or evals.get(ctx.bank, r.name, "val", val_n)
+
+
+def choose(study: Study, ctx, evals: Evals, state: State, workers: int, quiet: bool) -> dict:
+    """Phase 1: every method's grid at seed 0 on val, then the choices (see the module docstring).
+    Returns the runs it trained, {(method, setting as JSON, seed): Result}: a chosen one is that seed's result."""
+    val_n, trained = state.val_n, {}
+    split = None if study.val_from_run else "val"         # a separate val evaluation: the workers run it too
+    in_workers(study, [(m, s, 0, split) for m, meth in study.methods.items() for s in meth.grid], workers, state.n,
+               evals)
+    for m, meth in tqdm(study.methods.items(), desc="val grid (seed 0)", disable=quiet):
+        for setting in meth.grid:
+            r = meth.train(ctx, setting, 0)
+            _val(study, ctx, evals, state, r, val_n)
+            state.grid.setdefault(m, []).append(_entry(study, state, r, setting, val_n))
+            trained[(m, json.dumps(setting, sort_keys=True), 0)] = r
+    for m, meth in study.methods.items():                  # bracketing: past an edge the best sits on
+        for _ in range(study.max_extend if meth.extend else 0):
+            best = max(state.grid[m], key=lambda g: g["mean"])
+            setting = meth.extend(_setting(meth, best), [_setting(meth, g) for g in state.grid[m]])
+            if setting is None:
+                break
+            r = meth.train(ctx, setting, 0)
+            _val(study, ctx, evals, state, r, val_n)
+            state.grid[m].append({**_entry(study, state, r, setting, val_n), "extended": True})
+            trained[(m, json.dumps(setting, sort_keys=True), 0)] = r
+    if study.tie_break is not None:
+        close = []
+        for m, entries in state.grid.items():
+            ranked = sorted(entries, key=lambda g: g["mean"], reverse=True)
+            if len(ranked) >= 2 and ranked[0]["mean"] - ranked[1]["mean"] < ranked[0]["se"]:
+                close.append((m, ranked[:2]))
+        in_workers(study, [(m, _setting(study.methods[m], g), study.tie_break, split) for m, top in close for g in top],
+                   workers, state.n, evals)
+        for m, top in close:
+            for g in top:
+                setting = _setting(study.methods[m], g)
+                r = study.methods[m].train(ctx, setting, study.tie_break)
+                trained[(m, json.dumps(setting, sort_keys=True), study.tie_break)] = r
+                _val(study, ctx, evals, state, r, val_n)
+                second = _entry(study, state, r, setting, val_n)
+                g["mean2"] = fmean([g["mean"], second["mean"]])
+                g["seed2"] = {k: second[k] for k in ("name", "mean", "se", *study.domains)}
+    score = {}                                              # each method's chosen val score
+    for m, meth in study.methods.items():
+        entries = state.grid[m]
+        two = any("mean2" in e for e in entries)
+        best = max(entries, key=lambda g: g.get("mean2", -math.inf) if two else g["mean"])
+        score[m] = best["mean2"] if two else best["mean"]
+        setting = _setting(meth, best)
+        state.chosen[m] = setting[meth.scalar] if meth.scalar else setting
+    for name, pick in study.picks.items():
+        best = max(pick.among, key=lambda m: score[m])
+        state.chosen[name] = {"how": pick.among[best], **chosen_setting(study, state, best)}
+    return trained
+
+
+def _setting(meth: Method, entry: dict) -> dict:
+    """The setting a grid entry was trained at (the entry's keys that the grid's settings have)."""
+    keys = set().union(*meth.grid)
+    return {k: entry[k] for k in entry if k in keys}
+
+
+def chosen_setting(study: Study, state: State, m: str) -> dict:
+    meth, c = study.methods[m], state.chosen[m]
+    return {meth.scalar: c} if meth.scalar else dict(c)
+
+
+def run(study: Study, *, seeds: list[int], n: int, val_n: int, workers: int = 1, quiet: bool = False,
+        summarise: Callable[[Any, State], dict], write: Callable[[dict], None] | None = None) -> dict:
+    """The whole protocol (module docstring); `summarise(ctx, state)` makes the study's report
+    (usually `rows` plus the study's own fields), `write(report)` runs after every seed."""
+    if 0 not in seeds:
+        raise SystemExit("--seeds must include 0: the validation grid runs on seed 0 and is its result")
+    seeds = [0] + [s for s in seeds if s != 0]
+    torch.set_num_threads(1)
+    started = time.time()
+    ctx = study.setup(not quiet)
+    evals = Evals(ctx.folder / "evals.json")
+    state = State(n=n, val_n=val_n)
+    state.val = {a: evals.get(ctx.bank, a, "val", val_n) for a in study.refs}
+    state.test = {a: evals.get(ctx.bank, a, "test", n) for a in study.refs}
+    trained_val = choose(study, ctx, evals, state, workers, quiet)
+    in_workers(study, [(m, chosen_setting(study, state, m), seed, "test") for seed in seeds if seed != 0
+                       for m in study.methods], workers, n, evals)
+    report = None
+    for seed in seeds:
+        done = {}
+        for m, meth in tqdm(study.methods.items(), desc=f"seed {seed}", disable=quiet):
+            setting = chosen_setting(study, state, m)
+            r = trained_val.get((m, json.dumps(setting, sort_keys=True), seed)) or meth.train(ctx, setting, seed)
+            state.test[r.name] = evals.get(ctx.bank, r.name, "test", n)
+            done[m] = r
+        for name in study.picks:
+            done[name] = done[next(m for m, label in study.picks[name].among.items()
+                                   if label == state.chosen[name]["how"])]
+        state.per_seed[seed] = done
+        state.elapsed = time.time() - started
+        report = summarise(ctx, state)
+        if write is not None:
+            write(report)
+    return report
+
+
+def needs_of(study: Study, m: str) -> tuple[str, ...]:
+    if m in study.picks:
+        m = next(iter(study.picks[m].among))
+    return study.methods[m].needs
+
+
+def stage_and_pipeline(ctx, needs: tuple[str, ...], r: Result) -> tuple[dict, dict]:
+    """Cost totals (with seconds) of the method's own stage, and of its whole pipeline (the stage
+    plus the teachers of `needs`, each counted once)."""
+    stage = {**r.stage, "seconds": r.seconds}
+    teachers = {d: {**cost.totals(t.metrics), "seconds": t.seconds} for d, t in ctx.teachers.items()}
+    return stage, cost.add(stage, *(teachers[d] for d in needs))
+
+
+def rows(study: Study, ctx, state: State) -> dict:
+    """{method: {seed: row}}: every part's scores, the lift, the accuracies, the two costs and the
+    oldest cost-ledger version among the runs they add up (`Run.ledger`)."""
+    out = {}
+    for m in list(study.methods) + list(study.picks):
+        per = {}
+        for seed, done in state.per_seed.items():
+            r = done[m]
+            per[seed] = {"name": r.name,
+                         **{part: scores(state.test, r.name, state.n, lengths, study.domains)
+                            for part, lengths in study.parts.items()},
+                         "acc": state.test[r.name], "lift": lift(state.test, r.name, study.domains)}
+            needs = needs_of(study, m)
+            counted = ([r.run] if r.run is not None else []) + [ctx.teachers[d] for d in needs]
+            per[seed]["ledger"] = min((x.ledger for x in counted), default=cost.LEDGER)
+            stage, pipe = stage_and_pipeline(ctx, needs, r)
+            per[seed]["stage"] = {**stage, "flops": cost.flops(stage, ctx.N, ctx.n_lora)}
+            per[seed]["pipeline"] = {**pipe, "flops": cost.flops(pipe, ctx.N, ctx.n_lora)}
+        out[m] = per
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the report's statistics
+# ---------------------------------------------------------------------------------------------
+
+
+def per_seed(rep_rows: dict, m: str, part: str = "all", key: str = "mean") -> dict:
+    """{seed: value} of method m: the mean normalised score of `part` (key "mean"), or the
+    mean lift (part "lift")."""
+    return {seed: p[part][key] for seed, p in rep_rows[m].items()}
+
+
+def paired(rep_rows: dict, a: str, b: str, part: str = "all", key: str = "mean") -> dict:
+    """a - b paired by seed (same teachers, test prompts and seed): stats.paired's mean
+    difference, 95% t-interval and whether it excludes 0."""
+    return stats.paired(per_seed(rep_rows, a, part, key), per_seed(rep_rows, b, part, key))
+
+
+def cell(vals, ses=None) -> str:
+    """'mean ± sample std (mean binomial SE)' of per-seed values; the std is absent with one seed."""
+    m, s = stats.mean_sd(vals)
+    sd = f" ± {s:.2f}" if not math.isnan(s) else ""
+    return f"{m:.2f}{sd}" + (f" ({fmean(ses):.2f})" if ses is not None else "")
+
+
+def fmt_int(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def unfinished(command: str, seeds_done: list) -> list[str]:
+    """A warning line when the command asked for seeds that did not finish (a run stopped early)."""
+    words = command.split()
+    asked = []
+    if "--seeds" in words:
+        for w in words[words.index("--seeds") + 1:]:
+            if not w.lstrip("-").isdigit() or w.startswith("--"):
+                break
+            asked.append(int(w))
+    missing = [x for x in asked if x not in seeds_done]
+    if not missing:
+        return []
+    return [f"**The run was stopped before seed(s) {missing} finished** (the shared CPU's time ran out); every "
+            f"number below is from seeds {seeds_done} only. The same command resumes it.", ""]
+
+
+def add_worker_args(parser) -> None:
+    """The internal options of a worker process (`in_workers` passes them)."""
+    import argparse
+
+    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--jobs", help=argparse.SUPPRESS)

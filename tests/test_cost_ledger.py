@@ -1,0 +1,334 @@
+"""One cost ledger: in every trainer the cost counters (each step's cost/* columns and
+`cost.totals`) equal a count made by hand from that step's own examples and tokens, and
+`cost.flops` of the run equals the formula written out by hand, (2N + 2n) per forward token and
+(4N + 6n) per trained token. A run reloaded from disk (a second train_teacher call, or the
+baselines' Bench, which reloads its teachers) reports exactly the counters of the run that wrote it.
+
+By hand means: prompt tokens from the tokenizer alone (the chat-formatted prompt, no padding);
+completion tokens from the sampled ids, up to and including the first end-of-turn token (or the
+whole budget when none came); which rows a forward runs over from what the trainer does (the
+sampler prefills each distinct prompt once; under prefill once that prefill is the training
+forward, so a GRPO group's prompt is trained once for its G completions; a teacher prefills
+prompt + completion of every row; the offline student trains on its step's batch, chosen by
+`batch_indices`)."""
+
+import copy
+
+import pytest
+import torch
+
+import factworld
+from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, cost, runs, train_student, train_teacher
+from mopd_mini.offline import OfflineConfig, batch_indices, collect, train_offline
+from mopd_mini.rollout import chat_prompt, eos_ids, pack
+
+
+def prompt_tokens(tok, ex) -> int:
+    """Tokens of one example's chat-formatted prompt, counted by the tokenizer alone."""
+    return len(tok(chat_prompt(tok, ex.prompt), add_special_tokens=False)["input_ids"])
+
+
+def completion_length(ids: list[int], stop: set[int]) -> int:
+    """Tokens of one sampled completion: up to and including the first stop token, else all."""
+    for i, t in enumerate(ids):
+        if t in stop:
+            return i + 1
+    return len(ids)
+
+
+def capture(monkeypatch, module):
+    """Record every rollout `module.sample` returns, in order."""
+    seen, real = [], module.sample
+    monkeypatch.setattr(module, "sample", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    return seen
+
+
+def generated(rollout, stop) -> list[int]:
+    """Each row's completion length, by hand from its ids."""
+    return [completion_length(row, stop) for row in rollout.completion_ids.tolist()]
+
+
+def by_hand_flops(bank, adapter, forward: int, trained: int) -> float:
+    """The formula of cost.FORMULA written out: (2N + 2n) per forward token, (4N + 6n) per trained one."""
+    N, n = cost.param_counts(bank, adapter)      # checked against the architecture below
+    return (2 * N + 2 * n) * forward + (4 * N + 6 * n) * trained
+
+
+def grpo_hand_count(tok, stop, rollouts, metrics) -> dict:
+    """Hand totals of a GRPO run (a teacher, Mix-RL, a cascade) from its captured rollouts; checks
+    every step's columns on the way."""
+    assert len(rollouts) == len(metrics)
+    total = {"sample_prefill": 0, "generated": 0, "trained": 0}
+    for rollout, row in zip(rollouts, metrics):
+        distinct = list({ex.prompt: ex for ex in rollout.examples}.values())
+        prompts = sum(prompt_tokens(tok, ex) for ex in distinct)
+        gen = sum(generated(rollout, stop))
+        assert row["cost/generated_tokens"] == gen
+        trains = "loss" in row
+        if rollout.prefill is not None:   # prefill once: the distinct prompts' prefill is the training forward
+            assert row.get("cost/sample_prefill_tokens") == (0 if trains else prompts)
+            assert row.get("cost/trained_tokens", 0) == (prompts + gen if trains else 0)
+        else:                             # two passes: the sampler's prefill, then a forward over every row
+            assert row["cost/sample_prefill_tokens"] == prompts
+            all_rows = sum(prompt_tokens(tok, ex) for ex in rollout.examples)
+            assert row.get("cost/trained_tokens", 0) == (all_rows + gen if trains else 0)
+        assert "cost/teacher_prefill_tokens" not in row
+        total["sample_prefill"] += row["cost/sample_prefill_tokens"]
+        total["generated"] += gen
+        total["trained"] += row.get("cost/trained_tokens", 0)
+    return total
+
+
+def check_totals(run, hand: dict) -> None:
+    t = cost.totals(run.metrics)
+    assert t["cost/sample_prefill_tokens"] == hand["sample_prefill"]
+    assert t["cost/generated_tokens"] == hand["generated"]
+    assert t["cost/teacher_prefill_tokens"] == hand.get("teacher_prefill", 0)
+    assert t["cost/trained_tokens"] == hand["trained"]
+
+
+@pytest.fixture
+def skip_some_groups(monkeypatch):
+    """Every other GRPO step keeps no group (as when all of a group's rewards are equal), so the
+    steps that train nothing are counted too."""
+    from mopd_mini import grpo
+    real, calls = grpo.group_advantages, []
+
+    def every_other(rewards):
+        adv, keep = real(rewards)
+        calls.append(1)
+        return (adv, torch.zeros_like(keep)) if len(calls) % 2 == 0 else (adv, torch.ones_like(keep))
+    monkeypatch.setattr(grpo, "group_advantages", every_other)
+
+
+@pytest.mark.parametrize("kind", ["teacher", "mixrl", "cascade"])
+def test_grpo_trainers_count_by_hand(kind, teacher_bank, monkeypatch, skip_some_groups):
+    """A GRPO teacher, Mix-RL (both domains, one adapter) and a cascade's second stage (from a
+    teacher): each step's counters and the run's totals and FLOPs equal the hand count, on steps
+    that train and on steps that keep no group (the sampler's prefill is then a plain forward)."""
+    from mopd_mini import grpo
+    seen = capture(monkeypatch, grpo)
+    domain = {"teacher": "binding", "mixrl": ("binding", "recall"), "cascade": "recall"}[kind]
+    extra = dict(name="cascade", init_from="teacher_binding", eval_domains=("binding",)) if kind == "cascade" else {}
+    cfg = GRPOConfig(domain=domain, steps=4, prompts_per_step=2, group_size=3, eval_every=0, experiment=None,
+                     progress=False, **({"name": "t"} if kind == "teacher" else {}), **extra)
+    run = train_teacher(teacher_bank, cfg)
+    tok = teacher_bank.tokenizer
+    stop = set(eos_ids(teacher_bank.model, tok))
+    assert all(len({ex.prompt for ex in r.examples}) == 2 * len(cfg.domains) for r in seen)
+    assert any("loss" in row for row in run.metrics) and any("loss" not in row for row in run.metrics)
+    hand = grpo_hand_count(tok, stop, seen, run.metrics)
+    check_totals(run, hand)
+    assert cost.flops(cost.totals(run.metrics), *cost.param_counts(teacher_bank, cfg.adapter)) == by_hand_flops(
+        teacher_bank, cfg.adapter, hand["sample_prefill"] + hand["generated"], hand["trained"])
+
+
+def test_grpo_two_passes_count_by_hand(teacher_bank, monkeypatch, skip_some_groups):
+    """Where the sampler's prefill cannot be reused (train mode differs from eval mode: dropout),
+    the sampler prefills each distinct prompt once and the training forward runs over every row."""
+    from mopd_mini import grpo
+    seen = capture(monkeypatch, grpo)
+    monkeypatch.setattr(grpo, "prefill_reusable", lambda *a: False)
+    run = train_teacher(teacher_bank, GRPOConfig(domain="binding", name="t", steps=2, prompts_per_step=2,
+                                                 group_size=3, eval_every=0, experiment=None, progress=False))
+    assert all(r.prefill is None for r in seen)
+    tok = teacher_bank.tokenizer
+    check_totals(run, grpo_hand_count(tok, set(eos_ids(teacher_bank.model, tok)), seen, run.metrics))
+
+
+@pytest.mark.parametrize("loss", ["pg", "topk", "kl"])
+def test_mopd_counts_by_hand_in_each_loss(loss, teacher_bank, monkeypatch):
+    """MOPD in each loss: one sample per prompt; the sampler's prefill is the training forward
+    (prefill once), the routed teachers prefill prompt + completion of every row, the student
+    trains on prompt + completion of every row; the loss on the completion tokens."""
+    from mopd_mini import distill
+    seen = capture(monkeypatch, distill)
+    run = train_student(teacher_bank, MOPDConfig(loss=loss, steps=3, prompts_per_domain=2, topk=4, eval_every=0,
+                                                 track_steps=(), experiment=None, progress=False))
+    tok = teacher_bank.tokenizer
+    stop = set(eos_ids(teacher_bank.model, tok))
+    hand = {"sample_prefill": 0, "generated": 0, "teacher_prefill": 0, "trained": 0}
+    assert len(seen) == len(run.metrics) == 3
+    for row, rollout in zip(run.metrics, seen):
+        assert rollout.prefill is not None and len({ex.prompt for ex in rollout.examples}) == 4
+        prompts = sum(prompt_tokens(tok, ex) for ex in rollout.examples)
+        gen = sum(generated(rollout, stop))
+        assert row["cost/sample_prefill_tokens"] == 0 and row["cost/generated_tokens"] == gen
+        assert row["cost/teacher_prefill_tokens"] == prompts + gen
+        assert row["cost/trained_tokens"] == prompts + gen and row["cost/loss_tokens"] == gen
+        hand["generated"] += gen
+        hand["teacher_prefill"] += prompts + gen
+        hand["trained"] += prompts + gen
+    check_totals(run, hand)
+    assert cost.flops(cost.totals(run.metrics), *cost.param_counts(teacher_bank, "student")) == by_hand_flops(
+        teacher_bank, "student", hand["generated"] + hand["teacher_prefill"], hand["trained"])
+
+
+def test_ucmopd_golden_gain_counts_both_samplings_by_hand(teacher_bank, monkeypatch):
+    """UCMOPD's golden gain samples twice a step (one anchor per prompt, then m explorations per
+    prompt): each sampling prefills the distinct prompts once, so the sampler prefill is twice the
+    distinct prompts' tokens; the teachers score and the student trains every row of both (no
+    prefill once: two passes)."""
+    from mopd_mini import distill
+    from mopd_mini.ucmopd import GoldenGain
+    seen = capture(monkeypatch, distill)
+    m = 2
+    run = train_student(teacher_bank, MOPDConfig(steps=2, prompts_per_domain=2, topk=4, eval_every=0, track_steps=(),
+                                                 golden_gain=GoldenGain(samples=m), experiment=None, progress=False))
+    tok = teacher_bank.tokenizer
+    stop = set(eos_ids(teacher_bank.model, tok))
+    assert len(seen) == 2 * len(run.metrics)
+    for row, anchor, explore in zip(run.metrics, seen[0::2], seen[1::2]):
+        assert len(explore.examples) == m * len(anchor.examples) and anchor.prefill is None
+        distinct = sum(prompt_tokens(tok, ex) for ex in anchor.examples)
+        gen = sum(generated(anchor, stop)) + sum(generated(explore, stop))
+        every_row = (1 + m) * distinct + gen
+        assert row["cost/sample_prefill_tokens"] == 2 * distinct and row["cost/generated_tokens"] == gen
+        assert row["cost/teacher_prefill_tokens"] == row["cost/trained_tokens"] == every_row
+        assert row["cost/loss_tokens"] == gen
+
+
+@pytest.mark.parametrize("loss", ["sft", "soft"])
+def test_offline_counts_by_hand(loss, teacher_bank, monkeypatch):
+    """RFT and soft labels: the step-0 row is the teachers' sampling (each distinct prompt
+    prefilled once per sampling batch, every completion generated); each step trains on its
+    batch's prompts and kept completions; soft labels also prefill that batch through the teachers."""
+    from mopd_mini import offline
+    seen = capture(monkeypatch, offline)
+    cfg = OfflineConfig(loss=loss, prompts_per_domain=3, samples_per_prompt=2, steps=3, batch_size=4, keep="all",
+                        collect_batch=4, eval_every=0, experiment=None, progress=False)
+    data = collect(teacher_bank, cfg)
+    tok = teacher_bank.tokenizer
+    stop = set(eos_ids(teacher_bank.model, tok))
+    prefill = sum(prompt_tokens(tok, ex) for r in seen for ex in {e.prompt: e for e in r.examples}.values())
+    sampled = sum(sum(generated(r, stop)) for r in seen)
+    assert len(seen) > 2                                   # several batches: a prompt's K samples share one
+    assert data.cost == {"cost/sample_prefill_tokens": prefill, "cost/generated_tokens": sampled}
+    run = train_offline(teacher_bank, cfg, data)
+    assert run.metrics[0]["cost/sample_prefill_tokens"] == prefill
+    assert run.metrics[0]["cost/generated_tokens"] == sampled
+    kept = data.kept("all")
+    trained = 0
+    for row in run.metrics[1:]:
+        batch = [kept[i] for i in batch_indices(len(kept), cfg.batch_size, row["step"], cfg.seed)]
+        tokens = sum(prompt_tokens(tok, data.examples[i]) + len(data.completions[i]) for i in batch)
+        assert row["cost/trained_tokens"] == tokens
+        assert row["cost/loss_tokens"] == sum(len(data.completions[i]) for i in batch)
+        assert row.get("cost/teacher_prefill_tokens", 0) == (tokens if loss == "soft" else 0)
+        trained += tokens
+    hand = {"sample_prefill": prefill, "generated": sampled, "trained": trained,
+            "teacher_prefill": trained if loss == "soft" else 0}
+    check_totals(run, hand)
+    assert cost.flops(cost.totals(run.metrics), *cost.param_counts(teacher_bank, cfg.adapter)) == by_hand_flops(
+        teacher_bank, cfg.adapter, prefill + sampled + hand["teacher_prefill"], trained)
+
+
+def test_a_reloaded_teacher_reports_the_counters_that_wrote_it(tiny, monkeypatch, tmp_path):
+    """A teacher trained into runs/, then reloaded by a second train_teacher call on a fresh bank:
+    the reload trains nothing and reports the same metrics, totals and seconds, which equal the
+    hand count of the run that wrote them."""
+    from mopd_mini import grpo
+    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path)
+    model, tok = tiny
+    cfg = dict(domain="binding", steps=3, prompts_per_step=2, group_size=3, eval_every=0, experiment="ledger",
+               checkpoint_every=2, progress=False)
+    first_bank = AdapterBank(copy.deepcopy(model), tok)
+    seen = capture(monkeypatch, grpo)
+    first = train_teacher(first_bank, GRPOConfig(**cfg))
+    hand = grpo_hand_count(tok, set(eos_ids(first_bank.model, tok)), seen, first.metrics)
+    seen.clear()
+    again = train_teacher(AdapterBank(copy.deepcopy(model), tok), GRPOConfig(**cfg))
+    assert not seen and not again.trained                  # reloaded: nothing sampled, nothing trained
+    assert again.metrics == first.metrics and again.seconds == first.seconds
+    assert again.ledger == first.ledger == cost.LEDGER
+    check_totals(again, hand)
+
+
+def test_a_run_counted_by_older_code_says_so(tiny, monkeypatch, tmp_path):
+    """A checkpoint written before the ledger was versioned (no "ledger" in it) reloads as ledger 0,
+    and the baselines' Bench warns when its teachers are such runs: a study cannot mix their
+    counters with today's without knowing."""
+    from bench import baselines
+    monkeypatch.delenv("MOPD_FAST", raising=False)
+    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path)
+    baselines.Bench(baselines.QUICK, "old", progress=False)
+    for ckpt in tmp_path.glob("old/*/teacher_*/checkpoint.pt"):
+        state = torch.load(ckpt, weights_only=False)
+        del state["ledger"]
+        torch.save(state, ckpt)
+    with pytest.warns(UserWarning, match="older than today's"):
+        bench = baselines.Bench(baselines.QUICK, "old", progress=False)
+    assert {t.ledger for t in bench.teachers.values()} == {0}
+
+
+def test_the_baselines_bench_reloads_its_teachers_counters(monkeypatch, tmp_path):
+    """bench.baselines' Bench trains its teachers once and every later Bench (another seed's run,
+    a worker process, a re-run) reloads them: the reloaded teachers' counters equal the hand count
+    of the training run, so every pipeline's teacher share is counted by the code that trained them."""
+    from bench import baselines, study
+    from mopd_mini import grpo
+    monkeypatch.delenv("MOPD_FAST", raising=False)
+    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path)
+    seen = capture(monkeypatch, grpo)
+    first = baselines.Bench(baselines.QUICK, "ledger", progress=False)
+    tok = first.bank.tokenizer
+    stop = set(eos_ids(first.bank.model, tok))
+    per_domain = {}
+    for d in baselines.DOMAINS:
+        steps = len(first.teachers[d].metrics)
+        per_domain[d] = grpo_hand_count(tok, stop, seen[:steps], first.teachers[d].metrics)
+        del seen[:steps]
+    seen.clear()
+    again = baselines.Bench(baselines.QUICK, "ledger", progress=False)
+    assert not seen
+    for d in baselines.DOMAINS:
+        assert not again.teachers[d].trained
+        assert again.teachers[d].metrics == first.teachers[d].metrics
+        check_totals(again.teachers[d], per_domain[d])
+    stage, pipe = study.stage_and_pipeline(again, baselines.needs("mopd_pg"), study.Result("x", None, {}, 0.0))
+    both = cost.add(*(cost.totals(again.teachers[d].metrics) for d in baselines.DOMAINS))
+    assert {k: pipe[k] for k in both} == both               # MOPD's pipeline: both teachers, counted once each
+
+
+# the formula and the counters' parts, on hand-made inputs
+
+
+def test_counters_of_a_hand_made_rollout(tiny):
+    """Two prompts, each twice (as a GRPO group): the sampler prefills each prompt once; the
+    generated tokens are the completions' lengths; a forward runs over prompt + completion."""
+    model, tok = tiny
+    a, b = factworld.generate("binding", "train", n=1, length=8) + factworld.generate("recall", "train", n=1, length=12)
+    eos = tok.eos_token_id
+    comps = [[5, eos], [6, 7, eos], [8, eos], [eos]]
+    rollout = pack(model, tok, [a, a, b, b], comps)
+    pa, pb = prompt_tokens(tok, a), prompt_tokens(tok, b)
+    assert cost.sampled(rollout) == {"cost/sample_prefill_tokens": pa + pb, "cost/generated_tokens": 8}
+    assert cost.trained(rollout) == {"cost/trained_tokens": 2 * pa + 2 * pb + 8, "cost/loss_tokens": 8}
+    assert cost.forward_tokens(rollout, [0]) == pa + 2
+
+
+def test_flops_formula_and_parameter_count(bank):
+    """2N + 2n per forward token (every model is an adapter on the base); 4N + 6n per trained token
+    (the adapter's forward, its input gradient and its weight gradient: 2n each); N counts every
+    matmul weight of the base once (tied head included), n the adapter's LoRA weights."""
+    total = {"cost/sample_prefill_tokens": 10, "cost/generated_tokens": 5, "cost/teacher_prefill_tokens": 7,
+             "cost/trained_tokens": 3}
+    assert cost.flops(total, N=100, n=4) == (200 + 8) * 22 + (400 + 24) * 3
+    assert cost.flops(total, N=100, n=0) == 200 * 22 + 400 * 3          # no adapter: the base alone
+    cfg = bank.base.config
+    d, f, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
+    heads = cfg.num_attention_heads * cfg.head_dim
+    kv = cfg.num_key_value_heads * cfg.head_dim
+    by_hand = L * (d * heads + 2 * d * kv + heads * d + 3 * d * f) + V * d
+    assert cost.param_counts(bank) == (by_hand, 0)
+    bank.create("a")
+    N, n = cost.param_counts(bank, "a")
+    r = bank.lora.r
+    assert N == by_hand and n == L * r * ((d + heads) + 2 * (d + kv) + (heads + d) + 2 * (d + f) + (f + d))
+
+
+def test_totals_and_add():
+    rows = [{"step": 1, "cost/generated_tokens": 3}, {"step": 2, "cost/generated_tokens": 4, "cost/trained_tokens": 9}]
+    t = cost.totals(rows)
+    assert t["cost/generated_tokens"] == 7 and t["cost/trained_tokens"] == 9 and t["cost/teacher_prefill_tokens"] == 0
+    assert cost.add(t, t)["cost/generated_tokens"] == 14
