@@ -68,6 +68,17 @@ def ratio_interval(a: list[float], b: list[float]) -> tuple[float, float]:
     return median(r), half
 
 
+def log_ticks(ax, xs, y: bool = False) -> None:
+    """A log axis labelled at `xs` only, as plain numbers (no minor ticks' 10^x labels)."""
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    if y:
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def teacher_names(n: int) -> tuple[str, ...]:
     return tuple(copy_name(i)[1] for i in range(n))
 
@@ -289,9 +300,21 @@ def report_teachers(res: dict, args, argv) -> tuple[str, dict, dict]:
         figures[f"peak memory, 8 teachers / 2, shared base, Qwen3 width ({L1} layers, measured)"] = {
             "goal": f"<= {GOAL_MEMORY}x", "measured": f"{r8m:.3f}x", "ok": r8m <= GOAL_MEMORY}
     adapter = sh[(ns_mem[0], L1)]["adapter_bytes"]
+    per28 = adapter / L1 * 28
     lines += ["", f"What grows: one teacher adapter at {L1} layers is {gb(adapter)} (LoRA r = 16 on every linear "
               "layer, the student's size), so each added teacher adds that and nothing else; a separate teacher "
-              "adds a whole model (its embedding and LM head alone are 151,936 x 2,048 weights)."]
+              "adds a whole model (its embedding and LM head alone are 151,936 x 2,048 weights). The adapters are "
+              "held in fp32 over the bf16 base (peft's default, which the student's AdamW needs; a frozen teacher "
+              f"would not): at 28 layers one is {gb(per28)}, so six more teachers add about {gb(6 * per28)}, which "
+              "is what separates 8 teachers from 2 in the projection above (the rest of that step's peak is the "
+              "base and the activations of a 16-row batch). Holding frozen teachers' adapters in bf16 would halve "
+              "that growth; it is not done here, since it changes the teachers' arithmetic and would need its own "
+              "check against the fp32 scores.", "",
+              "Reading the time rows: at the tiny size more teachers mean more, smaller matmuls per layer (each "
+              "teacher's rows through its merged weight), a per-call cost; at the Qwen3 width a 16-row step is "
+              "about 27 s of base matmuls, and the teachers' low-rank updates are a small part of it. The Qwen3 "
+              "rows have 3 repetitions each, so their intervals are wide: their medians do not grow with N, "
+              "and their intervals cannot resolve a change of 0.15."]
     # the figure
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for size, d in fig_data.items():
@@ -301,7 +324,7 @@ def report_teachers(res: dict, args, argv) -> tuple[str, dict, dict]:
             axes[0].plot(ks, [d["separate"][k] / d["routed"][0] for k in ks], "s--", label=f"separate models, {size}")
     axes[0].set(xscale="log", xlabel="teachers N", ylabel=f"step time / routed at N={ns_mem[0]}",
                 title="step time, fixed batch")
-    axes[0].set_xticks(ns_mem, [str(n) for n in ns_mem])
+    log_ticks(axes[0], ns_mem)
     axes[0].legend(fontsize=8)
     xs = ns_mem
     axes[1].plot(xs, [sh[(n, L1)]["peak_rss"] / 2**30 for n in xs], "o-", label="shared base (measured)")
@@ -309,7 +332,7 @@ def report_teachers(res: dict, args, argv) -> tuple[str, dict, dict]:
                  label="separate models (measured, then projected)")
     axes[1].set(xscale="log", yscale="log", xlabel="teachers N", ylabel="peak RSS (GB)",
                 title=f"memory, Qwen3 width, {L1} layers")
-    axes[1].set_xticks(xs, [str(n) for n in xs])
+    log_ticks(axes[1], xs, y=True)
     axes[1].legend(fontsize=8)
     fig.tight_layout()
     return "\n".join(lines), figures, {"scale_teachers.png": fig}
@@ -402,15 +425,24 @@ def report_length(res: dict, args, argv) -> tuple[str, dict, dict]:
             trl_r.append(r_w)
             lines.append(f"| {C} | {ms(median(t['lib']['wall']))} | {ms(median(t['trl']['wall']))} | **{r_w:.2f}x** | "
                          f"{median(t['ratio']['cpu']):.2f}x | {spread(t['ratio']['wall'])} |")
+    share = [median(res["sampler"][C]["sample"]) / median(res["step"][C]["mopd"]) for C in Cs]
     lines += ["", "Reading it: prefill-once saves one prompt pass a step, which matters less as C grows, while the "
               "student's decoding (one forward per token, no grad) and the training pass over C tokens grow with C. "
-              "Decoding is the part SFT does not pay at all."]
+              "Decoding is the part SFT does not pay at all: the sampler alone is "
+              + ", ".join(f"{x:.0%} of the MOPD step at C = {C}" for x, C in zip(share, Cs))
+              + f". MOPD / SFT goes from {ratios[0]:.2f}x to {ratios[-1]:.2f}x. This library's sampler costs what "
+              "`generate` does per token (the sampler / generate column), so the growth is decoding itself, not "
+              "the sampler's code."]
+    if trl_r:
+        lines[-1] += (f" Against TRL, whose step decodes too, TRL / this library reads {', '.join(f'{r:.2f}x' for r in trl_r)} "
+                      f"at C = {', '.join(map(str, Cs[:len(trl_r)]))}: decoding, which both pay alike, takes more of both "
+                      "steps as C grows, so the share prefill-once and the routed teacher save gets smaller.")
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     ax.plot(Cs, ratios, "o-", label="MOPD step / SFT step")
     if trl_r:
         ax.plot(Cs[:len(trl_r)], trl_r, "s-", label="TRL step / this library's")
     ax.set(xscale="log", xlabel="completion tokens C", ylabel="ratio", title="cost against completion length")
-    ax.set_xticks(Cs, [str(c) for c in Cs])
+    log_ticks(ax, Cs)
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -471,19 +503,22 @@ def report_batch(res: dict, args, argv) -> tuple[str, dict, dict]:
     for i, B in enumerate(Bs):
         lines.append(f"| {B} | {ms(per['MOPD'][i])} | {ms(per['GRPO'][i])} | {ms(per['SFT'][i])} | "
                      f"{per['MOPD'][i] / per['SFT'][i]:.2f}x | {per['GRPO'][i] / per['SFT'][i]:.2f}x |")
-    lines += ["", f"From B = {Bs[0]} to {Bs[-1]} the cost per sample falls to "
+    best = {k: Bs[min(range(len(Bs)), key=lambda i: v[i])] for k, v in per.items()}
+    lines += ["", f"Per sample, B = {Bs[-1]} against B = {Bs[0]}: "
               + ", ".join(f"{k} {per[k][-1] / per[k][0]:.2f}x" for k in per)
-              + " of its value at the smallest batch: at this size a step is mostly fixed per-call cost "
-              "(modules, kernels launched per layer), which a bigger batch spreads over more rows. GRPO's samples "
-              "are cheaper than either because its B samples are B / 8 prompts drawn 8 times: the sampler prefills "
-              "each distinct prompt once and copies its cache to the group's rows, and no teacher runs. MOPD's "
-              "B samples are B distinct prompts, each prefilled, decoded and scored by its teacher."]
+              + "; the cheapest batch per sample: " + ", ".join(f"{k} at B = {b}" for k, b in best.items())
+              + ". A bigger batch spreads each step's fixed per-call cost (the modules and kernels every layer "
+              "launches, whatever the rows) until the arithmetic that grows with the rows takes over; where the "
+              "cheapest batch is below the largest, that point has been passed. GRPO's samples are cheaper than "
+              "either because its B samples are B / 8 prompts drawn 8 times: the sampler prefills each distinct "
+              "prompt once and copies its cache to the group's rows, and no teacher runs. MOPD's B samples are B "
+              "distinct prompts, each prefilled, decoded and scored by its teacher."]
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for k, v in per.items():
         ax.plot(Bs, [x * 1000 for x in v], "o-", label=k)
     ax.set(xscale="log", yscale="log", xlabel="batch B (samples)", ylabel="ms per sample (CPU)",
            title="step time per sample, tiny")
-    ax.set_xticks(Bs, [str(b) for b in Bs])
+    log_ticks(ax, Bs, y=True)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return "\n".join(lines), {}, {"scale_batch.png": fig}
