@@ -105,7 +105,7 @@ def report(res: dict, cfg: MOPDConfig, reps: int, argv) -> tuple[str, dict]:
         f"**{once_free:.2f}x**: the teachers' prefill alone is {teacher / sft:.2f} of an SFT step. (A two-pass "
         f"step, which runs the prompt once more to sample, has a floor of {floor:.2f}x.)",
         "", f"**What the goal leaves.** The goal is {GOAL_OVER_FLOOR:g} x that floor, {goal:.2f}x (it replaced a "
-        "fixed 1.5x that sat under the floor of the tiny model's per-call costs); it leaves "
+        "fixed 1.5x, which left too little above the floor for the tiny model's per-call costs); it leaves "
         f"{goal - once_free:.2f} of an SFT step for everything else a MOPD step does; measured, that is {r_cpu - once_free:.2f} of an SFT step. Of it: the sampling costs "
         f"{ms(decode)} more than the SFT forward (the prompts' tokenization and {cfg.max_new_tokens - 1} decode "
         f"steps at most), the completion tokens' forward on the prefill's keys and values "
