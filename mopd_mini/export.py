@@ -463,6 +463,9 @@ REFUSED = {
     "endorsement": lambda v: ("MOPDConfig.endorsement (UCMOPD's Teacher-Endorsement Filtering: a Bernoulli mask "
                               "on the loss's tokens) has no equivalent in verl 0.9.1's distillation; exporting "
                               "would train plain MOPD-PG. Export a run without it (endorsement=None)"),
+    "min_new_tokens": lambda v: (f"MOPDConfig.min_new_tokens={v}: every completion was forced to at least {v} "
+                                 "tokens (bench.scaling's length curve); the export's rollout stops at the end of "
+                                 "turn, so it would train another run. Export a run without it (min_new_tokens=0)"),
 }
 """MOPDConfig fields verl cannot carry: refused unless at their default (off)"""
 
