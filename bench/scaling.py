@@ -344,13 +344,19 @@ def report_teachers(res: dict, args, argv) -> tuple[str, dict, dict]:
     if "compact" in r28 or "compact" in r8m:
         c_bytes = co[(ns_mem[0], L1)]["teacher_bytes"]
         goal = lambda r: "within" if r <= GOAL_MEMORY else "outside"  # noqa: E731
+        mb = lambda x: f"{x / 2**20:.1f} MB"  # noqa: E731
+        grow = {k: (t[(8, L1)]["peak_rss"] - t[(ns_mem[0], L1)]["peak_rss"]) / (8 - ns_mem[0])
+                for k, t in (("shared", sh), ("compact", co)) if (8, L1) in t and (ns_mem[0], L1) in t}
         lines[-1] += (f" Compacted (`AdapterBank.compact`: each frozen teacher's LoRA weights cast once to the "
-                      f"base's bf16), a teacher adapter at {L1} layers is {gb(c_bytes)} ({c_bytes / adapter:.2f} of the "
-                      f"fp32 one), about {gb(c_bytes / L1 * 28)} at 28 layers, and the 8 / 2 ratio reads "
+                      f"base's bf16), a teacher adapter at {L1} layers is {mb(c_bytes)} ({c_bytes / adapter:.2f} of the "
+                      f"fp32 one's {mb(adapter)}), about {gb(c_bytes / L1 * 28)} at 28 layers"
+                      + (f"; from {ns_mem[0]} to 8 teachers the measured peak grows by {mb(grow['compact'])} a teacher "
+                         f"({mb(grow['shared'])} with fp32 adapters)" if len(grow) == 2 else "")
+                      + ", and the 8 / 2 ratio reads "
                       + "; ".join(f"{r8m[k]:.3f}x measured at {L1} layers against {r8m['shared']:.3f}x with fp32 adapters"
                                   for k in ("compact",) if k in r8m and "shared" in r8m)
-                      + (f"; {r28['compact']:.3f}x projected to 28 layers against {r28['shared']:.3f}x "
-                         f"({goal(r28['compact'])} the goal of <= {GOAL_MEMORY}x)" if "compact" in r28 and "shared" in r28 else "")
+                      + (f"; {r28['compact']:.3f}x projected to 28 layers against {r28['shared']:.3f}x, "
+                         f"{goal(r28['compact'])} the goal of <= {GOAL_MEMORY}x" if "compact" in r28 and "shared" in r28 else "")
                       + " (the memory table and the 28-layer projection above). The compacted teachers' scores agree "
                       "with the fp32 adapters' within the bf16 base's own rounding (tests/test_compact.py); it is "
                       "opt-in, `MOPDConfig(compact_teachers=True)`, and every other figure on this page uses fp32 "

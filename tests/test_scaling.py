@@ -82,7 +82,7 @@ def test_the_teachers_report_states_the_compact_rows_from_their_numbers():
                    "projected)"]["measured"] == f"{r28:.3f}x"
     assert "peak memory, 8 teachers / 2, shared base, Qwen3 width (2 layers, measured)" in figures   # the fp32 row stays
     assert f"**{r28:.3f}x**" in body and f"{r2:.3f}x measured at 2 layers" in body
-    assert "0.50 of the fp32 one" in body and "shared, compact teachers" in body
+    assert "0.50 of the fp32 one" in body and "a teacher (" in body and "shared, compact teachers" in body
     del res["memory"]["compact"]                                   # a page from before: no compact rows
     body, figures, _ = report_teachers(res, argparse.Namespace(layers=2), ["--curve", "teachers"])
     assert not any("compact" in k for k in figures) and "--memory-kinds compact" in body
