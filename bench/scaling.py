@@ -16,7 +16,10 @@ the spread over repetitions is stated with every ratio.
    against the same step with N separate teacher models (the base with each teacher merged in, as
    TRL and verl hold teachers: `bench.peers.separate_scorer`). Peak memory of one step at the
    Qwen3-1.7B width and vocabulary, each configuration in its own process; N separate models that
-   would not fit are projected from the measured ones, a straight line in N, and say so.
+   would not fit are projected from the measured ones, a straight line in N, and say so. The shared
+   base is measured twice: with peft's fp32 teacher adapters and with them compacted to the base's
+   bf16 (`AdapterBank.compact`, `MOPDConfig.compact_teachers`); `--memory-only --memory-kinds compact`
+   measures only the compact rows again and keeps every other saved figure.
 2. **Completion length.** Every completion forced to exactly C tokens (`sample(min_new_tokens=)`,
    `generate`'s `min_new_tokens` on TRL's side): this library's `train_student` step against TRL's
    DistillationTrainer (`bench.peers.compare_one_teacher`), MOPD's step against an SFT step on
@@ -141,10 +144,16 @@ def time_teachers(size: str, ns, batch: int, reps: int, layers: int, separate_ns
     return {"timings": t, "shape": shape, "layers": layers if size != "tiny" else None}
 
 
+MEMORY_KINDS = ("shared", "compact", "separate")
+"""the memory children: the teachers as fp32 adapters on the student's base, the same compacted to the
+base's bf16 (`AdapterBank.compact`), or n separate merged models"""
+
+
 def memory_child(kind: str, n: int, batch: int, layers: int, quick: bool = False) -> dict:
-    """One MOPD step at the Qwen3 width with n teachers: `shared` (adapters on the student's base)
-    or `separate` (n merged models); the process's peak RSS (VmHWM: this process's own, where
-    getrusage's ru_maxrss would carry the parent's peak across exec)."""
+    """One MOPD step at the Qwen3 width with n teachers: `shared` (adapters on the student's base),
+    `compact` (the same, each teacher's adapter compacted to the base's bf16, as
+    `MOPDConfig.compact_teachers` does) or `separate` (n merged models); the process's peak RSS (VmHWM:
+    this process's own, where getrusage's ru_maxrss would carry the parent's peak across exec)."""
     from .common import peak_rss_bytes
     from .peers import separate_scorer
 
@@ -157,14 +166,19 @@ def memory_child(kind: str, n: int, batch: int, layers: int, quick: bool = False
         score = separate_scorer(separate_models(bank, "qwen3", n, layers, quick))
         for name in teacher_names(n):
             bank._drop(name)                     # the teachers live in their own models only
+    if kind == "compact":
+        for name in teacher_names(n):
+            bank.compact(name)                   # before the step, whose peak the RSS reads
     with bank.use(cfg.student, trainable=True) as model:
         steps.mopd(model, score=score)
-    adapter = sum(p.numel() * p.element_size() for p in bank.parameters(cfg.student).values())
+    size = lambda name: sum(p.numel() * p.element_size() for p in bank.parameters(name).values())  # noqa: E731
     return {"kind": kind, "n": n, "layers": layers, "peak_rss": peak_rss_bytes(),
-            "adapter_bytes": adapter}
+            "adapter_bytes": size(cfg.student),
+            "teacher_bytes": size(teacher_names(n)[0]) if kind != "separate" else None}
 
 
 def memory(kind: str, n: int, batch: int, layers: int, quick: bool) -> dict:
+    """`memory_child` in a fresh process (its own peak), glibc's mmap threshold fixed."""
     from .peers import MALLOC_FIXED
 
     cmd = [sys.executable, "-m", "bench.scaling", "--memory-child", kind, "--n", str(n), "--batch", str(batch),
@@ -192,12 +206,14 @@ def teachers_curve(args) -> dict:
     ns = (2, 4) if args.quick else TEACHER_NS
     res = {}
     batch = 4 if args.quick else 16
-    mem = {"shared": {}, "separate": {}}
     if args.quick:   # one toy configuration each: the code path, in seconds
-        plan = {"shared": [(2, 1)], "separate": [(2, 1)]}
+        plan = {kind: [(2, 1)] for kind in MEMORY_KINDS}
     else:            # every N at `layers`; N = 2 and 8 also at twice the depth (the slope to 28 layers)
         L, L2 = args.layers, 2 * args.layers
-        plan = {"shared": [(n, L) for n in ns] + [(2, L2), (8, L2)], "separate": [(2, L), (4, L), (2, L2)]}
+        shared = [(n, L) for n in ns] + [(2, L2), (8, L2)]
+        plan = {"shared": shared, "compact": shared, "separate": [(2, L), (4, L), (2, L2)]}
+        plan = {kind: plan[kind] for kind in MEMORY_KINDS if kind in args.memory_kinds}
+    mem = {kind: {} for kind in plan}
     for kind, points in plan.items():
         for n, L in points:
             mem[kind][(n, L)] = memory(kind, n, batch, L, args.quick)
@@ -253,12 +269,12 @@ def report_teachers(res: dict, args, argv) -> tuple[str, dict, dict]:
                 "goal": f"<= {GOAL_TIME}x", "measured": f"{r8:.3f}x ± {half8:.3f}", "ok": r8 <= GOAL_TIME}
         lines.append("")
     mem = res["memory"]
-    sh, sep = mem["shared"], mem["separate"]
+    sh, sep, co = mem["shared"], mem["separate"], mem.get("compact", {})
     L1 = min(L for _, L in sh)
     ns_mem = sorted(n for n, L in sh if L == L1)
     # per-layer slope of each configuration from its two depths, then every figure at 28 layers
     proj = {}
-    for kind, table in (("shared", sh), ("separate", sep)):
+    for kind, table in (("shared", sh), ("separate", sep), ("compact", co)):
         for n in {n for n, _ in table}:
             Ls = sorted(L for m, L in table if m == n)
             if len(Ls) > 1:
@@ -266,11 +282,16 @@ def report_teachers(res: dict, args, argv) -> tuple[str, dict, dict]:
                 proj[(kind, n)] = (a, b)
     sep_n = sorted(n for n, L in sep if L == L1)
     a_n, b_n = line(sep_n, [sep[(n, L1)]["peak_rss"] for n in sep_n]) if len(sep_n) > 1 else (None, None)
+    with_compact = all((n, L1) in co for n in ns_mem)
     lines += [f"**Peak memory of one step** at the Qwen3-1.7B width and vocabulary (bf16, batch {res['batch']}, "
               f"activation checkpointing on as the qwen3 preset, glibc's mmap threshold fixed as in the peers' "
-              f"memory figure), each configuration in a fresh process, measured at {L1} layers:", "",
-              "| N | shared base (this library) | vs N = 2 | N separate teacher models | separate / shared |",
-              "| --- | --- | --- | --- | --- |"]
+              f"memory figure), each configuration in a fresh process, measured at {L1} layers"
+              + (": the teachers as peft's fp32 adapters on the shared base, the same compacted to the base's bf16 "
+                 "(`AdapterBank.compact`, what `MOPDConfig(compact_teachers=True)` does), and N separate models:"
+                 if with_compact else ":"), "",
+              "| N | shared base (this library) | vs N = 2 |" + (" shared, compact teachers | vs N = 2 |" if with_compact else "")
+              + " N separate teacher models | separate / shared |",
+              "| --- | --- | --- |" + (" --- | --- |" if with_compact else "") + " --- | --- |"]
     base2 = sh[(ns_mem[0], L1)]["peak_rss"]
     for n in ns_mem:
         s = sh[(n, L1)]["peak_rss"]
@@ -278,38 +299,73 @@ def report_teachers(res: dict, args, argv) -> tuple[str, dict, dict]:
             p, note = sep[(n, L1)]["peak_rss"], ""
         else:
             p, note = a_n + b_n * n, " (projected: a straight line through the measured N)"
-        lines.append(f"| {n} | {gb(s)} | {s / base2:.3f}x | {gb(p)}{note} | {p / s:.2f}x |")
-    if ("shared", ns_mem[0]) in proj and ("shared", 8) in proj:
-        at28 = {n: proj[("shared", n)][0] + proj[("shared", n)][1] * 28 for n in (ns_mem[0], 8)}
-        r28 = at28[8] / at28[ns_mem[0]]
-        depths = sorted({L for _, L in sh})
+        c_cell = (f" {gb(co[(n, L1)]['peak_rss'])} | {co[(n, L1)]['peak_rss'] / co[(ns_mem[0], L1)]['peak_rss']:.3f}x |"
+                  if with_compact else "")
+        lines.append(f"| {n} | {gb(s)} | {s / base2:.3f}x |{c_cell} {gb(p)}{note} | {p / s:.2f}x |")
+    depths = sorted({L for _, L in sh})
+    at28, r28 = {}, {}
+    for kind in ("shared", "compact"):
+        if (kind, ns_mem[0]) in proj and (kind, 8) in proj:
+            at28[kind] = {n: proj[(kind, n)][0] + proj[(kind, n)][1] * 28 for n in (ns_mem[0], 8)}
+            r28[kind] = at28[kind][8] / at28[kind][ns_mem[0]]
+    if "shared" in r28:
+        t28 = at28["shared"]
         lines += ["", f"**At 28 layers (projected).** Each configuration's peak was also measured at "
                   f"{depths[-1]} layers and continued to Qwen3-1.7B's 28 by a straight line through its two depths: "
-                  f"the shared base with {ns_mem[0]} teachers {gb(at28[ns_mem[0]])}, with 8 teachers {gb(at28[8])}: "
-                  f"**{r28:.3f}x**."]
+                  f"the shared base with {ns_mem[0]} teachers {gb(t28[ns_mem[0]])}, with 8 teachers {gb(t28[8])}: "
+                  f"**{r28['shared']:.3f}x**"
+                  + (f"; with the teachers compacted, {gb(at28['compact'][ns_mem[0]])} and {gb(at28['compact'][8])}: "
+                     f"**{r28['compact']:.3f}x**." if "compact" in r28 else ".")]
         if ("separate", ns_mem[0]) in proj:
             a, b = proj[("separate", ns_mem[0])]
-            per_model = (a + b * 28) - at28[ns_mem[0]]
+            per_model = (a + b * 28) - t28[ns_mem[0]]
             lines.append(f"{ns_mem[0]} separate teachers at 28 layers: {gb(a + b * 28)} (projected), i.e. about "
                          f"{gb(per_model / max(ns_mem[0] - 0, 1))} more per teacher model than the shared base; "
-                         f"8 separate models would hold about {gb(at28[ns_mem[0]] + per_model * 8 / ns_mem[0])}.")
-        figures["peak memory, 8 teachers / 2, shared base, Qwen3-1.7B size (28 layers, projected)"] = {
-            "goal": f"<= {GOAL_MEMORY}x", "measured": f"{r28:.3f}x", "ok": r28 <= GOAL_MEMORY}
-    r8m = sh[(8, L1)]["peak_rss"] / base2 if (8, L1) in sh else None
-    if r8m is not None:
-        figures[f"peak memory, 8 teachers / 2, shared base, Qwen3 width ({L1} layers, measured)"] = {
-            "goal": f"<= {GOAL_MEMORY}x", "measured": f"{r8m:.3f}x", "ok": r8m <= GOAL_MEMORY}
+                         f"8 separate models would hold about {gb(t28[ns_mem[0]] + per_model * 8 / ns_mem[0])}.")
+    labels = {"shared": "", "compact": ", compact teachers (bf16)"}
+    r8m = {}
+    for kind, table in (("shared", sh), ("compact", co)):
+        if kind in r28:
+            figures[f"peak memory, 8 teachers / 2, shared base{labels[kind]}, Qwen3-1.7B size (28 layers, projected)"] = {
+                "goal": f"<= {GOAL_MEMORY}x", "measured": f"{r28[kind]:.3f}x", "ok": r28[kind] <= GOAL_MEMORY}
+        if (8, L1) in table and (ns_mem[0], L1) in table:
+            r8m[kind] = table[(8, L1)]["peak_rss"] / table[(ns_mem[0], L1)]["peak_rss"]
+            figures[f"peak memory, 8 teachers / 2, shared base{labels[kind]}, Qwen3 width ({L1} layers, measured)"] = {
+                "goal": f"<= {GOAL_MEMORY}x", "measured": f"{r8m[kind]:.3f}x", "ok": r8m[kind] <= GOAL_MEMORY}
     adapter = sh[(ns_mem[0], L1)]["adapter_bytes"]
     per28 = adapter / L1 * 28
     lines += ["", f"What grows: one teacher adapter at {L1} layers is {gb(adapter)} (LoRA r = 16 on every linear "
               "layer, the student's size), so each added teacher adds that and nothing else; a separate teacher "
-              "adds a whole model (its embedding and LM head alone are 151,936 x 2,048 weights). The adapters are "
-              "held in fp32 over the bf16 base (peft's default, which the student's AdamW needs; a frozen teacher "
-              f"would not): at 28 layers one is {gb(per28)}, so six more teachers add about {gb(6 * per28)}, which "
+              "adds a whole model (its embedding and LM head alone are 151,936 x 2,048 weights). peft holds the "
+              "adapters in fp32 over the bf16 base (which the student's AdamW needs; a frozen teacher does "
+              f"not): at 28 layers one is {gb(per28)}, so six more teachers add about {gb(6 * per28)}, which "
               "is what separates 8 teachers from 2 in the projection above (the rest of that step's peak is the "
-              "base and the activations of a 16-row batch). Holding frozen teachers' adapters in bf16 would halve "
-              "that growth; it is not done here, since it changes the teachers' arithmetic and would need its own "
-              "check against the fp32 scores.", "",
+              "base and the activations of a 16-row batch)."]
+    if "compact" in r28 or "compact" in r8m:
+        c_bytes = co[(ns_mem[0], L1)]["teacher_bytes"]
+        goal = lambda r: "within" if r <= GOAL_MEMORY else "outside"  # noqa: E731
+        mb = lambda x: f"{x / 2**20:.1f} MB"  # noqa: E731
+        grow = {k: (t[(8, L1)]["peak_rss"] - t[(ns_mem[0], L1)]["peak_rss"]) / (8 - ns_mem[0])
+                for k, t in (("shared", sh), ("compact", co)) if (8, L1) in t and (ns_mem[0], L1) in t}
+        lines[-1] += (f" Compacted (`AdapterBank.compact`: each frozen teacher's LoRA weights cast once to the "
+                      f"base's bf16), a teacher adapter at {L1} layers is {mb(c_bytes)} ({c_bytes / adapter:.2f} of the "
+                      f"fp32 one's {mb(adapter)}), about {gb(c_bytes / L1 * 28)} at 28 layers"
+                      + (f"; from {ns_mem[0]} to 8 teachers the measured peak grows by {mb(grow['compact'])} a teacher "
+                         f"({mb(grow['shared'])} with fp32 adapters)" if len(grow) == 2 else "")
+                      + ", and the 8 / 2 ratio reads "
+                      + "; ".join(f"{r8m[k]:.3f}x measured at {L1} layers against {r8m['shared']:.3f}x with fp32 adapters"
+                                  for k in ("compact",) if k in r8m and "shared" in r8m)
+                      + (f"; {r28['compact']:.3f}x projected to 28 layers against {r28['shared']:.3f}x, "
+                         f"{goal(r28['compact'])} the goal of <= {GOAL_MEMORY}x" if "compact" in r28 and "shared" in r28 else "")
+                      + " (the memory table and the 28-layer projection above). The compacted teachers' scores agree "
+                      "with the fp32 adapters' within the bf16 base's own rounding (tests/test_compact.py); it is "
+                      "opt-in, `MOPDConfig(compact_teachers=True)`, and every other figure on this page uses fp32 "
+                      "adapters.")
+    else:
+        lines[-1] += (" Compacting the frozen teachers to bf16 (`AdapterBank.compact`, "
+                      "`MOPDConfig(compact_teachers=True)`) halves that growth; its rows are measured by "
+                      "`python -m bench.scaling --curve teachers --memory-only --memory-kinds compact`.")
+    lines += ["",
               "Reading the time rows: at the tiny size more teachers mean more, smaller matmuls per layer (each "
               "teacher's rows through its merged weight), a per-call cost; at the Qwen3 width a 16-row step is "
               "about 27 s of base matmuls, and the teachers' low-rank updates are a small part of it. The Qwen3 "
@@ -328,6 +384,8 @@ def report_teachers(res: dict, args, argv) -> tuple[str, dict, dict]:
     axes[0].legend(fontsize=8)
     xs = ns_mem
     axes[1].plot(xs, [sh[(n, L1)]["peak_rss"] / 2**30 for n in xs], "o-", label="shared base (measured)")
+    if with_compact:
+        axes[1].plot(xs, [co[(n, L1)]["peak_rss"] / 2**30 for n in xs], "^-", label="shared base, compact teachers (measured)")
     axes[1].plot(xs, [(sep[(n, L1)]["peak_rss"] if (n, L1) in sep else a_n + b_n * n) / 2**30 for n in xs], "s--",
                  label="separate models (measured, then projected)")
     axes[1].set(xscale="log", yscale="log", xlabel="teachers N", ylabel="peak RSS (GB)",
@@ -580,11 +638,14 @@ def main(argv=None, write: bool = True):
     p.add_argument("--batch-reps", type=int, default=2)
     p.add_argument("--memory-only", action="store_true", help="teachers curve: measure the memory again and keep "
                    f"the step times saved in {JSON.name}")
+    p.add_argument("--memory-kinds", nargs="+", choices=MEMORY_KINDS, default=list(MEMORY_KINDS),
+                   help="teachers curve: which memory rows to measure (shared: fp32 teacher adapters; compact: "
+                   "compacted to bf16; separate: merged models); with --memory-only the others stay as saved")
     p.add_argument("--quick", action="store_true", help="toy sizes, one repetition, nothing written (smoke test)")
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     p.add_argument("--render", action="store_true", help=f"the sections and figures again from {JSON.name} "
                    "(no measurement; the command shown stays that of the measuring run)")
-    p.add_argument("--memory-child", choices=("shared", "separate"), help=argparse.SUPPRESS)
+    p.add_argument("--memory-child", choices=MEMORY_KINDS, help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, default=2, help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, default=16, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -601,14 +662,17 @@ def main(argv=None, write: bool = True):
                 raise SystemExit(f"{JSON} has no {name!r} curve: measure it first (python -m bench.scaling --curve {name})")
             res, run_argv = decode(saved[name]["res"]), saved[name]["argv"]
             for k, v in saved[name]["args"].items():
-                setattr(args, k, v)
+                if k != "no_write":          # --render --no-write prints only, whatever the measuring run had
+                    setattr(args, k, v)
         else:
             res, run_argv = measure(args), (argv if argv is not None else sys.argv[1:])
             if name == "teachers" and args.memory_only:
                 if name not in saved:
                     raise SystemExit("--memory-only keeps the saved step times: run the whole teachers curve first")
                 old = decode(saved[name]["res"])
-                res = {**old, "memory": res["memory"], "batch": res["batch"]}
+                if res["batch"] != old["batch"]:
+                    raise SystemExit(f"--memory-only measured batch {res['batch']}, the saved rows batch {old['batch']}")
+                res = {**old, "memory": {**old["memory"], **res["memory"]}}   # the kinds not measured stay
                 run_argv = saved[name]["argv"] + ["(memory: " + " ".join(argv if argv is not None else sys.argv[1:]) + ")"]
             if write and not args.no_write and not args.quick:  # the raw figures first: a failing report loses nothing
                 entry = {"res": encode(res), "argv": run_argv, "args": {k: v for k, v in vars(args).items()

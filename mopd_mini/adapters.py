@@ -21,6 +21,11 @@ another origin for the same-origin ablation): `bank.add_foreign("teacher_binding
 other_bank, "teacher_binding")` registers it under a name that routing accepts like an adapter's.
 It is refused unless `allow_foreign=True` when its base differs, and always when its tokenizer
 differs (token ids would not mean the same: there is no override for that).
+
+peft holds every adapter in fp32, also over a bf16 base (the student's AdamW needs fp32 weights). A
+FROZEN teacher needs none: `bank.compact("teacher_binding")` holds it in the base's dtype (bf16 or
+fp16: half its bytes), and the bank then refuses to train it (reload it for fp32 weights).
+`MOPDConfig(compact_teachers=True)` does this to the routed teachers (docs/benchmarks.md, scale_teachers).
 """
 
 from __future__ import annotations
@@ -174,6 +179,7 @@ class AdapterBank:
         self.origin = origin_of(base, tokenizer)
         self.foreign: dict[str, ForeignTeacher] = {}  # teachers that are separate models, by name
         self.roles: dict[str, str] = {}  # adapter -> the role (ROLES) of what made it, where known
+        self.compacted: set[str] = set()  # adapters held in the base's 16-bit dtype (`compact`): never trained
 
     def add_foreign(self, name: str, bank: "AdapterBank", adapter: str, allow_foreign: bool = False) -> None:
         """Register `adapter` of ANOTHER bank (another base) as a teacher called `name`: routing
@@ -243,7 +249,8 @@ class AdapterBank:
 
     def claim(self, name: str, role: str) -> None:
         """A ValueError if `name` is an adapter of the bank made by another role (ROLES) than `role`,
-        or a foreign teacher: what a trainer checks before it trains `name`."""
+        a foreign teacher, or compacted (`compact`): what a trainer checks before it trains `name`."""
+        self._refuse_compacted(name)
         if name in self.foreign:
             raise ValueError(f"{name!r} is a foreign teacher of this bank (bank.add_foreign); "
                              f"{ROLES[role]} never trains over it: give it another name")
@@ -254,7 +261,9 @@ class AdapterBank:
 
     def start(self, name: str, init_from: str | None = None, seed: int = 0, role: str | None = None) -> None:
         """What every trainer does first: a fresh adapter (`init_from=None`) or a copy of one;
-        `role` (ROLES): refused over an adapter of another role (`claim`), and recorded."""
+        `role` (ROLES): refused over an adapter of another role (`claim`), and recorded; refused
+        over a compacted adapter (`compact`: a frozen teacher)."""
+        self._refuse_compacted(name)
         if role is not None:
             self.claim(name, role)
         if init_from is None:
@@ -310,6 +319,7 @@ class AdapterBank:
 
     def _drop(self, name: str) -> None:
         self.roles.pop(name, None)
+        self.compacted.discard(name)  # an adapter made again under this name is peft's fp32 one
         if name not in self.names:
             return
         if len(self.names) == 1:
@@ -327,7 +337,9 @@ class AdapterBank:
                 p.requires_grad_(False)
 
     def save(self, name: str, path: str | Path) -> Path:
-        """Save `name` as a peft folder (plus its origin); files are swapped in atomically."""
+        """Save `name` as a peft folder (plus its origin); files are swapped in atomically. The weights
+        are written in the dtype they are held in: fp32, or the base's bf16 / fp16 for a compacted
+        adapter (exactly what it computes with); `load` and peft's `from_pretrained` read either."""
         path = Path(path)
         self.check(name)
         with tempfile.TemporaryDirectory(dir=path.parent if path.parent.exists() else None) as tmp:
@@ -365,6 +377,39 @@ class AdapterBank:
                 f"({trained_on}); its token ids or weights would not mean the same here. Pass "
                 "allow_foreign=True to load it anyway (the same-origin ablation does this on purpose).")
 
+    # -- a frozen adapter in the base's dtype --------------------------------------------------
+
+    def compact(self, name: str) -> torch.dtype:
+        """Hold the adapter `name` in the base's dtype when that is a 16-bit float (bf16, fp16): half
+        the bytes of peft's fp32 adapter, and in the routed pass (mopd_mini.teachers) its update is
+        one fused addmm into the base's output. For a FROZEN adapter (a teacher): the rounding to 16
+        bits is done once and its scores then differ from the fp32 adapter's by about what the bf16
+        base's own rounding does (tests/test_compact.py measures both), and the bank refuses to train
+        it from then on (`use(..., trainable=True)`, `start`, every trainer): AdamW needs fp32
+        weights. To undo, load it again (`bank.load(name, folder)`: fp32 again, from a folder saved
+        before compacting) or re-create it. On an fp32 (or fp64) base nothing changes: the adapter is
+        already in the base's dtype and is not marked. Returns the dtype the adapter is held in."""
+        self.check(name)
+        if name == BASE:
+            raise ValueError(f"{BASE!r} has no adapter weights to compact; name an adapter: {self.names}")
+        dtype = self.base.dtype
+        if not (dtype.is_floating_point and torch.finfo(dtype).bits == 16):
+            return next(iter(self.parameters(name).values())).dtype   # fp32 base: nothing to halve
+        with torch.no_grad():
+            for p in self.parameters(name).values():
+                p.requires_grad_(False)
+                p.data = p.data.to(dtype)   # the fp32 storage goes (nothing else holds it)
+        self.compacted.add(name)
+        return dtype
+
+    def _refuse_compacted(self, name: str) -> None:
+        if name in self.compacted:
+            raise ValueError(
+                f"{name!r} is compacted (bank.compact: held in {self.base.dtype} as a frozen teacher), and "
+                "an adapter in 16 bits is not trained here (AdamW needs fp32 weights). Load it again "
+                f"(bank.load({name!r}, folder): fp32 from a folder saved before compacting) or train another "
+                f"adapter (init_from={name!r} copies it into a new fp32 one)")
+
     # -- which adapter runs -------------------------------------------------------------------
 
     def freeze(self, name: str) -> None:
@@ -374,8 +419,11 @@ class AdapterBank:
     @contextmanager
     def use(self, name: str, trainable: bool = False):
         """Run with exactly one adapter active (BASE: none); `trainable` unfreezes that adapter only.
-        Every other adapter stays frozen, and the previous state comes back on exit."""
+        Every other adapter stays frozen, and the previous state comes back on exit. A compacted
+        adapter (`compact`) is refused as trainable."""
         self.check(name)
+        if trainable:
+            self._refuse_compacted(name)
         if not self.names:  # no adapter yet: the model is the plain base
             yield self.model
             return

@@ -109,6 +109,11 @@ class MOPDConfig:
     """show a progress bar"""
     gradient_checkpointing: bool = False
     """recompute activations in the backward (on in the Qwen3 presets: fits a 24 GB GPU)"""
+    compact_teachers: bool = False
+    """hold the routed teacher adapters in the base's dtype when it is bf16 / fp16 (`AdapterBank.compact`:
+    half their memory, the fused routed update; scores within bf16's own rounding, tests/test_compact.py).
+    They stay compacted in the bank after the run (frozen: reload one to train it). No effect on an
+    fp32 base, on "base" or on foreign teachers. Off by default"""
     teachers: dict[str, str] | None = None
     """domain -> teacher name where it is not teacher_<domain>: another adapter, "base" (the stage-1
     base), or a foreign teacher (`bank.add_foreign`); None: every domain to teacher_<domain>"""
@@ -307,6 +312,9 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
     bank.claim(cfg.student, "student")
     run = Run.open(cfg.experiment, cfg.student, cfg)  # names, the folder's role, the checkpoint's config
     bank.start(cfg.student, cfg.init_from, seed=cfg.seed, role="student")
+    if cfg.compact_teachers:  # after the start: a student copied from a teacher copies its fp32 weights
+        for teacher in sorted(set(cfg.route.values()) & set(bank.names)):
+            bank.compact(teacher)
     bank.set_checkpointing(cfg.gradient_checkpointing)
     params = list(bank.parameters(cfg.student).values())
     optimizer = adamw(params, cfg.lr)

@@ -449,6 +449,9 @@ NO_EFFECT = {
     "scoring": "how the course runs its teachers (one pass or one per teacher): the same scores",
     "track_steps": "what the course records for its plots", "track_prompts": "what the course records for its plots",
     "student": "the adapter's name in the course", "progress": "the progress bar",
+    "compact_teachers": ("how the course holds its frozen teachers in memory (in a bf16 base's dtype, the scores "
+                         "within its rounding); the export merges the teachers' saved adapters into checkpoints, "
+                         "which verl serves in its own dtype"),
 }
 """MOPDConfig fields that do not change what is trained (so nothing of them needs carrying)"""
 REFUSED = {

@@ -132,7 +132,9 @@ def _routed_lora_forward(layer: LoraLayer, groups, merged: dict | None, x: Tenso
 
 
 def _fusable(result: Tensor, x: Tensor, B: nn.Linear) -> bool:
-    """The update can be added by one fused addmm: one dtype throughout, no bias, contiguous."""
+    """The update can be added by one fused addmm: one dtype throughout, no bias, contiguous. Over a
+    bf16 base, peft's fp32 adapters take the cast-and-add path; adapters held in the base's dtype
+    (`AdapterBank.compact`, `MOPDConfig.compact_teachers`) take this one."""
     return (B.bias is None and result.is_contiguous() and result.dim() >= 2
             and result.dtype == x.dtype == B.weight.dtype)
 

@@ -54,3 +54,35 @@ def test_results_round_trip_through_json():
     back = decode(encode({"memory": {(2, 4): {"peak_rss": 7}}, 16: [t], "C": [4, 16]}))
     assert back["memory"][(2, 4)] == {"peak_rss": 7} and back["C"] == [4, 16]
     assert back[16][0].cpu == {"a": [1.0, 2.0]} and back[16][0].wall == {"a": [1.5, 2.5]}
+
+
+def test_the_teachers_report_states_the_compact_rows_from_their_numbers():
+    """The memory part of the teachers section, on the saved step times and fp32 rows plus made-up
+    compact rows: the compact 8 / 2 ratios (measured and projected to 28 layers) are computed from the
+    compact rows, printed beside the fp32 ones, and become their own summary figures."""
+    import argparse
+    import json
+
+    from bench.scaling import JSON, report_teachers
+
+    if not JSON.exists() or "teachers" not in json.loads(JSON.read_text()):
+        pytest.skip("no saved teachers curve")
+    res = decode(json.loads(JSON.read_text())["teachers"]["res"])
+    sh = res["memory"]["shared"]
+    res["memory"]["compact"] = {k: {**v, "peak_rss": v["peak_rss"] - 1_000_000 * k[0] * k[1],
+                                    "teacher_bytes": v["adapter_bytes"] // 2} for k, v in sh.items()}
+    co = res["memory"]["compact"]
+    body, figures, plots = report_teachers(res, argparse.Namespace(layers=2), ["--curve", "teachers"])
+    r2 = co[(8, 2)]["peak_rss"] / co[(2, 2)]["peak_rss"]
+    at = lambda n: co[(n, 2)]["peak_rss"] + (co[(n, 4)]["peak_rss"] - co[(n, 2)]["peak_rss"]) / 2 * 26  # noqa: E731
+    r28 = at(8) / at(2)
+    assert figures["peak memory, 8 teachers / 2, shared base, compact teachers (bf16), Qwen3 width (2 layers, measured)"][
+        "measured"] == f"{r2:.3f}x"
+    assert figures["peak memory, 8 teachers / 2, shared base, compact teachers (bf16), Qwen3-1.7B size (28 layers, "
+                   "projected)"]["measured"] == f"{r28:.3f}x"
+    assert "peak memory, 8 teachers / 2, shared base, Qwen3 width (2 layers, measured)" in figures   # the fp32 row stays
+    assert f"**{r28:.3f}x**" in body and f"{r2:.3f}x measured at 2 layers" in body
+    assert "0.50 of the fp32 one" in body and "a teacher (" in body and "shared, compact teachers" in body
+    del res["memory"]["compact"]                                   # a page from before: no compact rows
+    body, figures, _ = report_teachers(res, argparse.Namespace(layers=2), ["--curve", "teachers"])
+    assert not any("compact" in k for k in figures) and "--memory-kinds compact" in body
