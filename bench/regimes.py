@@ -203,6 +203,23 @@ def level(methods: dict[str, Method], key: str) -> int:
     return 0 if not needs else 1 + max(level(methods, n) for n in needs)
 
 
+def batch_of(methods: dict[str, Method], key: str) -> int:
+    """When a job can run: after what it reads; a method nothing reads goes in the last batch
+    (beside the longest chain's end), so no batch waits on a run that nothing needs yet."""
+    read = {n for m in methods.values() for n in m.needs}
+    return level(methods, key) if key in read else max(level(methods, k) for k in methods)
+
+
+def weight(m: Method) -> float:
+    """A rough relative cost of a job (the longest are handed out first)."""
+    s, d = m.settings, len(m.domains or (0, 0))
+    return {"grpo": s.get("steps", 0) * s.get("prompts_per_step", 0) * s.get("group_size", 0) * d,
+            "mopd": s.get("steps", 0) * s.get("prompts_per_domain", 0) * d * 3,
+            "offline": s.get("steps", 0) * s.get("batch_size", 0)
+            + (s.get("prompts_per_domain", 0) * s.get("samples_per_prompt", 0) * d if m.data == "collect" else 0),
+            }.get(m.trainer, 1.0)
+
+
 # ---------------------------------------------------------------------------------------------
 # the results file: docs/regimes.json, written under a lock by every worker
 # ---------------------------------------------------------------------------------------------
@@ -384,7 +401,7 @@ def run_job(ctx: Context, key: str, seed: int) -> dict:
            "n": sum(p.numel() for p in bank.parameters(m.name).values()) if m.trainer != "base" else 0,
            "merge_w": out.get("merge_w"), "counts": out.get("counts"),
            "kl_along": kl_along(run.trace) if run is not None and run.trace else None}
-    rec["wall_seconds"] = time.perf_counter() - started
+    rec["wall_seconds"], rec["finished_at"] = time.perf_counter() - started, time.time()
     with ctx.store.edit() as data:
         data["quick"] = ctx.quick
         data["runs"][key_of(ctx.arm.number, key, seed)] = rec
@@ -436,8 +453,21 @@ def jobs_to_run(ctx: Context, seeds: list[int]) -> list[list[tuple[str, int]]]:
     order = list(ctx.methods)
     levels = {}
     for k, s in todo:
-        levels.setdefault(level(ctx.methods, k), []).append((k, s))
-    return [sorted(levels[lv], key=lambda j: (order.index(j[0]), j[1])) for lv in sorted(levels)]
+        levels.setdefault(batch_of(ctx.methods, k), []).append((k, s))
+    return [sorted(levels[lv], key=lambda j: (-weight(ctx.methods[j[0]]), order.index(j[0]), j[1]))
+            for lv in sorted(levels)]
+
+
+def claim(store: Store, claims: Path, job: list) -> bool:
+    """True for the first worker that asks for `job` (under the store's lock): workers take the
+    next unclaimed job of one shared list, so the long ones do not pile up on one process."""
+    with open(store.path.with_name(store.path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        taken = json.loads(claims.read_text()) if claims.exists() else []
+        if job in taken:
+            return False
+        atomic_write(claims, json.dumps(taken + [job]).encode())
+        return True
 
 
 def run_arm(args, arm: Arm) -> None:
@@ -445,21 +475,25 @@ def run_arm(args, arm: Arm) -> None:
     started = time.time()
     tried, fallback = run_gate(args, arm, store)
     ctx = Context(arm, methods_for(arm, tried, fallback), args.quick, store, not args.quiet)
-    for jobs in jobs_to_run(ctx, args.seeds):
+    with store.edit() as data:   # recorded first: a run stopped early still names its command
+        data["invocations"].setdefault(str(arm.number), []).append(
+            {"command": command("bench.regimes", args.argv), "started": started, "wall_seconds": None,
+             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine_line(machine()),
+             "seeds": args.seeds})
+    for i, jobs in enumerate(jobs_to_run(ctx, args.seeds)):
         print(f"arm {arm.number}: {len(jobs)} jobs: {jobs}", flush=True)
-        if args.workers > 1:
-            in_processes("bench.regimes", [list(j) for j in jobs], args.workers,
-                         lambda w, mine: ["--worker", "--arm", str(arm.number), "--jobs", json.dumps(mine),
-                                          "--tried", str(tried), "--out", str(args.out), "--quiet"]
-                         + (["--fallback"] if fallback else []) + (["--quick"] if args.quick else []))
+        if args.workers > 1 and len(jobs) > 1:
+            claims = runs.RUNS_DIR / ctx.experiment(0).rsplit("/", 1)[0] / f"claims-{started:.0f}-{i}.json"
+            claims.parent.mkdir(parents=True, exist_ok=True)
+            in_processes("bench.regimes", [[list(j) for j in jobs]] * args.workers, args.workers,
+                         lambda w, mine: ["--worker", "--arm", str(arm.number), "--jobs", json.dumps(mine[0]),
+                                          "--claims", str(claims), "--tried", str(tried), "--out", str(args.out),
+                                          "--quiet"] + (["--fallback"] if fallback else []) + (["--quick"] if args.quick else []))
         else:
             for k, s in jobs:
                 run_job(ctx, k, s)
     with store.edit() as data:
-        data["invocations"].setdefault(str(arm.number), []).append(
-            {"command": command("bench.regimes", args.argv), "wall_seconds": time.time() - started,
-             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine_line(machine()),
-             "seeds": args.seeds})
+        data["invocations"][str(arm.number)][-1]["wall_seconds"] = time.time() - started
 
 
 def estimate(args, arm: Arm) -> float:
@@ -752,8 +786,14 @@ def markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
     inv = data["invocations"].get(str(arm.number), [])
     lines = [title, ""]
     for i in inv:
-        lines.append(f"*Command:* `{i['command']}` ({i['date']}, {i['wall_seconds'] / 60:.1f} min, seeds "
-                     f"{', '.join(map(str, i['seeds']))})  ")
+        if i["wall_seconds"] is not None:
+            took = f"{i['wall_seconds'] / 60:.1f} min"
+        else:   # stopped before its end: the time to the last job it finished
+            ends = [r["finished_at"] for per in rep.runs.values() for r in per.values()
+                    if r.get("finished_at", 0) >= i["started"]]
+            took = f"stopped before its end; its last job finished after {(max(ends) - i['started']) / 60:.1f} min" \
+                if ends else "stopped before its end, no job finished"
+        lines.append(f"*Command:* `{i['command']}` ({i['date']}, {took}, seeds {', '.join(map(str, i['seeds']))})  ")
     if inv:
         lines.append(f"*Machine:* {inv[-1]['machine']}")
     expected = [(k, s) for k in rep.methods for s in (0, 1, 2)]
@@ -875,6 +915,21 @@ def _save(fig, folder: Path, name: str) -> str:
 
 
 RESULTS = "## Results"
+DEVIATIONS = [
+    "**Deviation notes** (where the runs differ from, or had to settle what is not fixed by, the registration above):", "",
+    "* *Merges, chosen on val at seed 0*: the registration names bench.baselines' grid (w = 0.5, 1.0, 1.5 for "
+    "linear and cat); bench.baselines chose by the mean normalised score, which conflict (no headroom: its teacher "
+    "cannot beat a base at 0.98-1.00) leaves undefined, so the choice here is the mean val accuracy over the two "
+    "domains (ties to the w nearer 1).",
+    "* *Arm 1 under its fall-back* (gate G1 failing twice, if it does): MOPD, RFT and the merges read the SFT-on-gold "
+    "adapters as the domains' teachers (the registration builds \"both domains' adapters\" that way and does not "
+    "name other teachers), and Mix-RL is reported at its last budget (400 steps) beside the SFT interference test.",
+    "* *Arm 1's second pair* (recall against memory, registered to run once if H1.1 is not shown on the first pair) "
+    "and *arm 3* are not run by this command; the arms' sections say which jobs finished.",
+    "* *The trainers' periodic evaluations are off* (`eval_every = 0`): every number below is the one evaluation "
+    "after training (greedy, test 200 and val 100 prompts per length, seed-0 prompts), as registered.",
+    "* *A method the trainer refuses at its registered budget* (RFT with no correct teacher sample) is recorded as "
+    "failed, with the trainer's message, not retuned.", ""]
 
 
 def render(out: Path, page_from: Path | None = None) -> Path:
@@ -887,6 +942,7 @@ def render(out: Path, page_from: Path | None = None) -> Path:
             "Written by `python -m bench.regimes` from docs/regimes.json (every finished (arm, method, seed) job); "
             "nothing above this section changed. Every sentence here that states an outcome names the table it "
             "comes from; the decisions are the registered rules applied to the comparison tables.", ""]
+    body += DEVIATIONS
     for a in (2, 1):
         body += markdown(data, ARMS[a], figures(data, ARMS[a], out / "figures"))
     body += ["### Arm 3: capacity", "", "**Not run**: the page registers it only after arms 1 and 2 are reported, "
@@ -915,6 +971,7 @@ def main(argv=None):
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--jobs", default="[]", help=argparse.SUPPRESS)
     p.add_argument("--tried", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--claims", default=None, help=argparse.SUPPRESS)
     p.add_argument("--fallback", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.argv = list(argv) if argv is not None else None
@@ -924,7 +981,8 @@ def main(argv=None):
     if args.worker:
         ctx = Context(arm, methods_for(arm, args.tried, args.fallback), args.quick, Store(args.out / "regimes.json"))
         for k, s in json.loads(args.jobs):
-            run_job(ctx, k, s)
+            if args.claims is None or claim(ctx.store, Path(args.claims), [k, s]):
+                run_job(ctx, k, s)
         return None
     if args.estimate:
         return estimate(args, arm)
