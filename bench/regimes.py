@@ -240,7 +240,7 @@ class Store:
     @contextmanager
     def edit(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_name(self.path.name + ".lock"), "w") as lock:
+        with open(lock_path(), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             data = self.read()
             yield data
@@ -250,6 +250,12 @@ class Store:
         """The recorded result of (arm, method, seed), if it was made by this very method."""
         r = self.read()["runs"].get(key_of(ctx.arm.number, key, seed))
         return r if r is not None and r.get("signature") == ctx.signature(key) else None
+
+
+def lock_path() -> Path:
+    """The lock every process of a run takes to write the JSON or claim a job (beside the runs, out of docs/)."""
+    runs.RUNS_DIR.mkdir(parents=True, exist_ok=True)
+    return runs.RUNS_DIR / f"{EXPERIMENT}.lock"
 
 
 def key_of(arm: int, method: str, seed: int) -> str:
@@ -461,7 +467,7 @@ def jobs_to_run(ctx: Context, seeds: list[int]) -> list[list[tuple[str, int]]]:
 def claim(store: Store, claims: Path, job: list) -> bool:
     """True for the first worker that asks for `job` (under the store's lock): workers take the
     next unclaimed job of one shared list, so the long ones do not pile up on one process."""
-    with open(store.path.with_name(store.path.name + ".lock"), "w") as lock:
+    with open(lock_path(), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         taken = json.loads(claims.read_text()) if claims.exists() else []
         if job in taken:
@@ -500,7 +506,7 @@ def estimate(args, arm: Arm) -> float:
     """Seconds the arm would take: each method's first 3 steps timed (in memory), scaled to its
     steps; collect's samples timed on 16 prompts and scaled; one evaluation timed; / workers."""
     methods = methods_for(arm, 0)
-    ctx = Context(arm, methods, False, Store(args.out / "regimes.json"))
+    ctx = Context(arm, methods, args.quick, Store(args.out / "regimes.json"))
     bank = mm.AdapterBank(*mm.load_base("tiny"))
     total, lines = 0.0, []
     for k, m in methods.items():
@@ -510,7 +516,8 @@ def estimate(args, arm: Arm) -> float:
         steps = s.get("steps", 0)
         probe = dataclasses.replace(m, adapter=f"probe_{k}", settings={
             **s, "steps": 3, **({"prompts_per_domain": min(s["prompts_per_domain"], 16)} if m.trainer == "offline" else {}),
-            **({"track_steps": ()} if m.trainer == "mopd" else {})})
+            **({"track_steps": ()} if m.trainer == "mopd" else {}),
+            **({"keep": "all"} if "keep" in s else {})})   # an untrained teacher may get nothing right
         pctx = dataclasses.replace(ctx, methods={**ctx.methods, k: probe})
         pctx.experiment = lambda seed: None
         for n in m.needs:   # what it reads: an adapter at the base (the cost does not depend on the weights)
@@ -524,7 +531,7 @@ def estimate(args, arm: Arm) -> float:
         lines.append(f"  {k}: {sec / 3:.2f} s a step x {steps} -> {per / 60:.1f} min a seed")
         total += per
     t = time.perf_counter()
-    evaluate(bank, BASE, arm.domains, EVAL["test"], "test")
+    evaluate(bank, BASE, arm.domains, (QUICK_EVAL if args.quick else EVAL)["test"], "test")
     ev = (time.perf_counter() - t) * 1.5 * len(methods)
     total = (total + ev) * len(args.seeds) / max(1, args.workers)
     print(f"arm {arm.number} estimate ({len(args.seeds)} seeds, {args.workers} workers, evaluations "
