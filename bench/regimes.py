@@ -757,6 +757,10 @@ def decisions_arm1(rep: Report) -> tuple[list[str], dict]:
                     "shown iff mean <= -0.10 and the interval below 0", v)
             else:
                 row(f"(H1.1, reported) D_{d}, {part}", p, "descriptive", "descriptive")
+        for other in (["mixrl"] if partner != "mixrl" else []) + ["mixrl_300"]:
+            p = comparison(rep, other, rep.arm.teacher_of[d], d, rep.held[d]["all"])
+            row(f"(H1.1, beside it) {rep.methods[other].label} ({rep.methods[other].settings['steps']} steps) minus "
+                f"teacher_{d} ({d}, all lengths)", p, "descriptive", "descriptive")
     out["H1.1"] = f"shown (on {', '.join(shown)})" if shown else "not shown"
     for d in shown:
         o = [x for x in rep.arm.domains if x != d][0]
