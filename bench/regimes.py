@@ -844,21 +844,29 @@ def markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
 
 
 def kl_table(rep: Report) -> list[str]:
-    lines = ["MOPD's per-token reverse KL to the SFT teacher along the trace (the tracked depth-2 prompts, 4 of them, "
-             "sampled at each tracked step; mean over the records and the seeds; position 0 is the start node, 1 the first "
-             "hop, 2 the answer, 3 the period, 4 the end of turn).", "",
-             "| loss | step | " + " | ".join(f"pos {i}" for i in range(5)) + " |", "| --- | --- |" + " --- |" * 5]
+    P = kl_positions(rep)
+    lines = ["MOPD's per-token reverse KL to the SFT teacher along the student's own sample (the trainer's 4 tracked "
+             "depth-2 test prompts, sampled at each tracked step; mean over the records and the seeds at each position). "
+             "On a depth-2 gold trace position 0 is the start node, 1 the first hop, 2 the answer, 3 the period, 4 the "
+             "end of turn; a cell past 4 exists only where the student wrote a longer completion.", "",
+             "| loss | step | " + " | ".join(f"pos {i}" for i in range(P)) + " |", "| --- | --- |" + " --- |" * P]
     for loss in ("pg", "topk", "kl"):
         per = rep.runs.get(f"mopd_{loss}", {})
         steps = sorted({int(s) for r in per.values() if r.get("kl_along") for s in r["kl_along"]})
         for st in steps:
             cells = []
-            for i in range(5):
+            for i in range(P):
                 v = [r["kl_along"][str(st)]["kl"][i] for r in per.values()
                      if r.get("kl_along") and str(st) in r["kl_along"] and len(r["kl_along"][str(st)]["kl"]) > i]
                 cells.append(f"{fmean(v):.3f}" if v else "")
             lines.append(f"| {loss} | {st} | " + " | ".join(cells) + " |")
     return lines + [""]
+
+
+def kl_positions(rep: Report) -> int:
+    """The longest tracked completion of any MOPD run (at least the depth-2 gold's 5 tokens)."""
+    return max([5] + [len(v["kl"]) for k in ("mopd_pg", "mopd_topk", "mopd_kl") for r in rep.runs.get(k, {}).values()
+                      for v in (r.get("kl_along") or {}).values()])
 
 
 def figures(data: dict, arm: Arm, folder: Path) -> list[str]:
@@ -886,7 +894,7 @@ def figures(data: dict, arm: Arm, folder: Path) -> list[str]:
     names.append(_save(fig, folder, f"regimes_arm{arm.number}_lift.png"))
     if arm.number == 2:
         fig, ax = plt.subplots(figsize=(7, 4))
-        for k in ["base"] + methods:
+        for k in [k for k in rep.methods if k in rep.runs]:
             per = rep.runs[k]
             Ls = list(get_domains("chain")["chain"].eval_lengths)
             ys = [fmean(acc(r, "chain", (L,)) for r in per.values()) for L in Ls]
@@ -900,17 +908,20 @@ def figures(data: dict, arm: Arm, folder: Path) -> list[str]:
         names.append(_save(fig, folder, "regimes_arm2_depth.png"))
         kl = {loss: rep.runs.get(f"mopd_{loss}", {}) for loss in ("pg", "topk", "kl")}
         if any(r.get("kl_along") for per in kl.values() for r in per.values()):
+            P = kl_positions(rep)
             fig, axes = plt.subplots(1, 3, figsize=(11, 3.5), sharey=True)
             for ax, (loss, per) in zip(axes, kl.items()):
                 steps = sorted({int(s) for r in per.values() if r.get("kl_along") for s in r["kl_along"]})
                 for st in steps[:1] + steps[-1:] if len(steps) > 1 else steps:
                     ys = []
-                    for i in range(5):
+                    for i in range(P):
                         v = [r["kl_along"][str(st)]["kl"][i] for r in per.values() if r.get("kl_along")
                              and str(st) in r["kl_along"] and len(r["kl_along"][str(st)]["kl"]) > i]
                         ys.append(fmean(v) if v else float("nan"))
-                    ax.plot(range(5), ys, marker="o", label=f"step {st}")
-                ax.set_xticks(range(5), ["start", "hop 1", "answer", ".", "end"])
+                    ax.plot(range(P), ys, marker="o", label=f"step {st}")
+                ax.set_xticks(range(P), ["start", "hop 1", "answer", ".", "end"] + [f"+{i}" for i in range(1, P - 4)],
+                              fontsize=7)
+                ax.set_xlabel("position in the student's sample (depth-2 gold layout)", fontsize=7)
                 ax.set_title(f"MOPD {loss}: per-token KL, early vs late", fontsize=9)
                 ax.legend(fontsize=7)
             axes[0].set_ylabel("reverse KL to the SFT teacher")
