@@ -135,29 +135,35 @@ ARM2 = Arm(2, "a long answer, a sparse reward, a teacher built apart", ("chain",
         retries=({"sft_teacher": dict(settings=dict(steps=400, prompts_per_domain=3200))},)),
     {"chain": "sft_teacher"})
 
-PAIR = ("conflict", "memory")
-TEACHERS1 = {d: f"teacher_{d}" for d in PAIR}
-ARM1 = Arm(1, "domains that interfere", PAIR, 4, (
-    Method("base", "base (no training)", "base"),
-    *(Method(f"teacher_{d}", f"GRPO teacher ({d})", "grpo", grpo(), domains=(d,)) for d in PAIR),
-    Method("mixrl", "Mix-RL at the teachers' budget", "grpo", grpo()),
-    Method("mixrl_300", "Mix-RL at 300 steps", "grpo", grpo(300)),
-    *(Method(f"mopd_{loss}", f"MOPD {name}", "mopd", dict(MOPD, loss=loss), teachers=TEACHERS1)
-      for loss, name in (("pg", "PG"), ("topk", "Top-k"), ("kl", "exact KL"))),
-    Method("rft", "RFT", "offline", dict(steps=300, batch_size=16, prompts_per_domain=600, samples_per_prompt=4,
-                                         keep="correct"), teachers=TEACHERS1, data="collect"),
-    *(Method(f"merge_{how}", f"merge {how}", "merge", dict(how=how, grid=(0.5, 1.0, 1.5)), merged=tuple(TEACHERS1.values()))
-      for how in ("linear", "cat")),
-), Gate("G1", "teacher_memory", "memory", (2, 3), 0.50,
-        retries=({k: dict(settings=dict(steps=400)) for k in ("teacher_conflict", "teacher_memory", "mixrl")},),
-        fallback={**{f"teacher_{d}": dict(label=f"SFT-on-gold adapter ({d})", trainer="offline", data="gold",
-                                           settings=dict(steps=200, batch_size=8, prompts_per_domain=1600))
-                     for d in PAIR},
-                  "sft_both": dict(label="SFT on gold, both domains at once", trainer="offline", data="gold",
-                                   settings=dict(steps=200, batch_size=16, prompts_per_domain=1600))}),
-    TEACHERS1)
+def interference_arm(number, pair: tuple, title: str) -> Arm:
+    """Arm 1's protocol on a pair of domains (its second pair, if H1.1 is not shown on the first, is
+    the same protocol: registered)."""
+    teachers = {d: f"teacher_{d}" for d in pair}
+    return Arm(number, title, pair, 4, (
+        Method("base", "base (no training)", "base"),
+        *(Method(f"teacher_{d}", f"GRPO teacher ({d})", "grpo", grpo(), domains=(d,)) for d in pair),
+        Method("mixrl", "Mix-RL at the teachers' budget", "grpo", grpo()),
+        Method("mixrl_300", "Mix-RL at 300 steps", "grpo", grpo(300)),
+        *(Method(f"mopd_{loss}", f"MOPD {name}", "mopd", dict(MOPD, loss=loss), teachers=teachers)
+          for loss, name in (("pg", "PG"), ("topk", "Top-k"), ("kl", "exact KL"))),
+        Method("rft", "RFT", "offline", dict(steps=300, batch_size=16, prompts_per_domain=600, samples_per_prompt=4,
+                                             keep="correct"), teachers=teachers, data="collect"),
+        *(Method(f"merge_{how}", f"merge {how}", "merge", dict(how=how, grid=(0.5, 1.0, 1.5)),
+                 merged=tuple(teachers.values())) for how in ("linear", "cat")),
+    ), Gate("G1", "teacher_memory", "memory", (2, 3), 0.50,
+            retries=({k: dict(settings=dict(steps=400)) for k in (*teachers.values(), "mixrl")},),
+            fallback={**{f"teacher_{d}": dict(label=f"SFT-on-gold adapter ({d})", trainer="offline", data="gold",
+                                               settings=dict(steps=200, batch_size=8, prompts_per_domain=1600))
+                         for d in pair},
+                      "sft_both": dict(label="SFT on gold, both domains at once", trainer="offline", data="gold",
+                                       settings=dict(steps=200, batch_size=16, prompts_per_domain=1600))}),
+        teachers)
 
-ARMS = {1: ARM1, 2: ARM2}
+
+ARM1 = interference_arm(1, ("conflict", "memory"), "domains that interfere")
+ARM1B = interference_arm("1b", ("recall", "memory"), "domains that interfere, the second pair (recall, memory)")
+
+ARMS = {1: ARM1, "1b": ARM1B, 2: ARM2}
 
 EVAL = dict(test=200, val=100)   # prompts per domain and length (registered)
 QUICK = dict(steps=2, prompts_per_step=2, group_size=2, prompts_per_domain=4, samples_per_prompt=2, batch_size=4,
@@ -645,11 +651,11 @@ def accuracy_table(rep: Report) -> list[str]:
 def depth_table(rep: Report) -> list[str]:
     arm = rep.arm
     dom = get_domains(arm.domains)
-    keys = ["acc"] + (["trace", "steps", "hops"] if "chain" in dom else []) + \
+    keys = ["acc"] + (["trace", "steps", "hops", "words"] if "chain" in dom else []) + \
         (["map"] if "conflict" in dom else []) + (["copy"] if "memory" in dom else [])
     cols = [(d, L) for d, x in dom.items() for L in x.eval_lengths]
     lines = ["By length (test, mean over the seeds run): acc is the domain's metric; for chain trace (the whole trace "
-             "right), steps (`trace_steps`), hops (`chain_steps`); conflict map (says the memorised value); memory copy "
+             "right), steps (`trace_steps`), hops (`chain_steps`), words (the answer's length in words; a depth-L gold trace has L + 1); conflict map (says the memorised value); memory copy "
              "(says a context value).", "",
              "| method | measure | " + " | ".join(f"{d} {L}" for d, L in cols) + " |",
              "| --- | --- |" + " --- |" * len(cols)]
@@ -965,8 +971,9 @@ def render(out: Path, page_from: Path | None = None) -> Path:
             "nothing above this section changed. Every sentence here that states an outcome names the table it "
             "comes from; the decisions are the registered rules applied to the comparison tables.", ""]
     body += DEVIATIONS
-    for a in (2, 1):
-        body += markdown(data, ARMS[a], figures(data, ARMS[a], out / "figures"))
+    for a in (2, 1, "1b"):
+        if a != "1b" or Report(data, ARMS[a]).runs:   # the second pair runs only if H1.1 is not shown on the first
+            body += markdown(data, ARMS[a], figures(data, ARMS[a], out / "figures"))
     body += ["### Arm 3: capacity", "", "**Not run**: the page registers it only after arms 1 and 2 are reported, "
              "and the session that ran them had no time left for it.", ""]
     page = out / "regimes.md"
@@ -981,7 +988,7 @@ def render(out: Path, page_from: Path | None = None) -> Path:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--arm", type=int, choices=sorted(ARMS), default=2)
+    p.add_argument("--arm", choices=[str(a) for a in ARMS], default="2", help="1, 2, or 1b (arm 1's second pair)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--workers", type=int, default=1, help="processes of one torch thread each [default: 1]")
     p.add_argument("--out", type=Path, default=None, help="where regimes.json, regimes.md and figures/ go "
@@ -999,7 +1006,7 @@ def main(argv=None):
     args.argv = list(argv) if argv is not None else None
     args.out = args.out or (runs.RUNS_DIR / "regimes-quick" / "docs" if args.quick else DOCS)
     torch.set_num_threads(1)
-    arm = ARMS[args.arm]
+    arm = {str(k): v for k, v in ARMS.items()}[args.arm]
     if args.worker:
         ctx = Context(arm, methods_for(arm, args.tried, args.fallback), args.quick, Store(args.out / "regimes.json"))
         for k, s in json.loads(args.jobs):
