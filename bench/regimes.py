@@ -772,15 +772,15 @@ def decisions_arm1(rep: Report) -> tuple[list[str], dict]:
         o = [x for x in rep.arm.domains if x != d][0]
         for loss in ("kl", "pg", "topk"):
             p, q = comparison(rep, f"mopd_{loss}", "mixrl", d, allL[d]), comparison(rep, f"mopd_{loss}", "mixrl", o, allL[o])
-            v = "supported" if p["n"] >= 2 and p["lo"] > 0 and not q["hi"] < 0 else \
-                "refuted" if p["n"] >= 2 and p["hi"] < 0 else "not resolved"
+            v = "not resolved (fewer than 2 seeds)" if p["n"] < 2 else "supported" if p["lo"] > 0 and not q["hi"] < 0 \
+                else "refuted" if p["hi"] < 0 else "not resolved" + (f" ({p['n']} seeds finished)" if p["n"] < 3 else "")
             row(f"{'H1.2' if loss == 'kl' else '(H1.2 rule)'} MOPD {loss} minus Mix-RL on {d} (on {o}: {interval(q)})", p,
                 "supported iff above 0 and not below 0 on the other; refuted iff below 0", v)
             if loss == "kl":
                 out["H1.2"] = v
         p, q = comparison(rep, "rft", "mixrl", d, allL[d]), comparison(rep, "rft", "mixrl", o, allL[o])
-        v = "supported" if p["n"] >= 2 and p["lo"] > 0 and not q["hi"] < 0 else \
-            "refuted" if p["n"] >= 2 and p["hi"] < 0 else "not resolved"
+        v = "not tested (RFT did not finish)" if p["n"] == 0 else "not resolved (fewer than 2 seeds)" if p["n"] < 2 else \
+            "supported" if p["lo"] > 0 and not q["hi"] < 0 else "refuted" if p["hi"] < 0 else "not resolved"
         out["H1.3"] = row(f"H1.3 RFT minus Mix-RL on {d} (on {o}: {interval(q)})", p, "H1.2's rule", v)
         p = comparison(rep, "mopd_kl", "rft", d, allL[d])
         row(f"(H1.3) MOPD kl minus RFT on {d}", p, "interval includes 0: the simple method did as well",
@@ -842,6 +842,7 @@ def markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
               "", "| comparison | difference | rule | decision |", "| --- | --- | --- | --- |", *rows, "",
               "Decisions against the hypotheses as registered (from the table above): "
               + "; ".join(f"**{h}** {v}" for h, v in out.items()) + ".", ""]
+    lines += READING.get(arm.number, [])
     lines += cost_table(rep)
     if arm.number == 2 and "mopd_kl" in rep.runs:
         lines += kl_table(rep)
@@ -943,6 +944,35 @@ def _save(fig, folder: Path, name: str) -> str:
 
 
 RESULTS = "## Results"
+READING = {   # hand-written for the recorded runs (2026-12-02); each sentence names its table. Re-read after a re-run.
+    2: ["**Reading** (hand-written for the runs recorded on 2026-12-02, from this arm's tables):", "",
+        "* The SFT teacher is right at the trained depths (0.997 ± 0.004 held-in, chain accuracy table) and at neither "
+        "held-out depth (0.003 ± 0.004); by length it writes 1.99 words at depth 4, where a depth-4 trace has 5 "
+        "(by-length table). Every student built from it or from the gold but MOPD-PG (0.09) is at 0.00-0.01 at depth 4 "
+        "(by-length table), so the depth-4 comparisons of H2.2 and H2.3 compare near-zero accuracies.",
+        "* GRPO writes about one word at every depth (words 1.00-1.11, by-length table) and scores 0.12-0.17 at every "
+        "depth: on the final-answer reward it learned to answer without the trace, and H2.1's interval lies below 0 "
+        "(comparison table).",
+        "* Among the SFT teacher's students MOPD exact KL has the largest held-out lift (0.174 ± 0.219; MOPD-PG "
+        "0.051 ± 0.033, the others -0.011 or below; chain accuracy table), all of it at depth 5, the one-lookup shortcut (0.42 there, 0.00 at depth 4, by-length table); at the trained "
+        "depths its seeds spread (0.828 ± 0.284), so H2.2 (-0.168 ± 0.709) and H2.3 (+0.147 ± 0.760) are not resolved "
+        "(comparison table). Its late per-token KL is near 0 at every position but position 3 (5.857 at step 300, "
+        "KL table). MOPD Top-k scores 0.000 at every depth on every seed and MOPD-PG 0.128 ± 0.017 overall (chain "
+        "accuracy table), at the preset learning rate.",
+        "* Off-policy SFT on the teacher's sampled traces reaches 0.975 ± 0.026 held-in (chain accuracy table) at "
+        "0.82x MOPD exact KL's pipeline FLOPs (4.29e+11 against 5.24e+11, cost table).", ""],
+    1: ["**Reading** (hand-written for the runs recorded on 2026-12-02, from this arm's tables):", "",
+        "* Interference in H1.1's sense is not shown: Mix-RL minus each teacher is -0.000 ± 0.002 on conflict and "
+        "-0.070 ± 0.879 on memory (comparison table). What the tables do show is the memory teacher losing conflict: "
+        "0.056 ± 0.029 against the base's 0.994 (conflict accuracy table), while Mix-RL, trained on both, keeps "
+        "conflict at 1.000 ± 0.001 and reaches 0.494 ± 0.305 on memory against the memory teacher's 0.564 ± 0.166 "
+        "(memory accuracy table).",
+        "* MOPD exact KL and RFT both reach each teacher on its own domain (conflict 1.000, memory 0.564 ± 0.167 and "
+        "0.567 ± 0.165; both accuracy tables); MOPD Top-k scores 0.000 on memory and MOPD-PG 0.105 ± 0.032 (memory "
+        "accuracy table). H1.2 and H1.3 are not tested (their rule needs H1.1 shown).",
+        "* The merges lose conflict: linear 0.470 ± 0.072, cat 0.841 ± 0.023 (conflict accuracy table; merge linear "
+        "minus teacher_conflict -0.530 ± 0.180, comparison table).", ""],
+}
 DEVIATIONS = [
     "**Deviation notes** (where the runs differ from, or had to settle what is not fixed by, the registration above):", "",
     "* *Merges, chosen on val at seed 0*: the registration names bench.baselines' grid (w = 0.5, 1.0, 1.5 for "
@@ -953,7 +983,9 @@ DEVIATIONS = [
     "adapters as the domains' teachers (the registration builds \"both domains' adapters\" that way and does not "
     "name other teachers), and Mix-RL is reported at its last budget (400 steps) beside the SFT interference test.",
     "* *Arm 1's second pair* (recall against memory, registered to run once if H1.1 is not shown on the first pair) "
-    "and *arm 3* are not run by this command; the arms' sections say which jobs finished.",
+    "is `python -m bench.regimes --arm 1b`: the same table of methods, budgets and gate G1 (its memory teacher is "
+    "retrained in its own run folder, the same config and seeds as arm 1's). *Arm 3* is not run. Each arm's section "
+    "says which of its jobs finished.",
     "* *The trainers' periodic evaluations are off* (`eval_every = 0`): every number below is the one evaluation "
     "after training (greedy, test 200 and val 100 prompts per length, seed-0 prompts), as registered.",
     "* *A method the trainer refuses at its registered budget* (RFT with no correct teacher sample) is recorded as "
