@@ -6,7 +6,7 @@
     mopd-mini cascade --init-from teacher_binding --domain recall   # baseline: Cascade RL
     mopd-mini rft / soft-labels              # baselines: a student on the teachers' samples (offline)
     mopd-mini merge --weights teacher_binding=1 teacher_recall=1 --how cat   # baseline: Param-Merge
-    mopd-mini evaluate                       # accuracy table and normalised scores of a run folder
+    mopd-mini evaluate                       # accuracy table and normalised scores of a run folder (--domains chain ...)
     mopd-mini export verl --run runs/course --out build/verl   # the run for verl (mopd_mini.export)
     mopd-mini results                        # python -m bench.results (in a checkout), else the table
     mopd-mini course --fast                  # python -m mopd_mini.course: execute every notebook
@@ -708,13 +708,15 @@ def evaluate_folder(args) -> str:
                          "check --runs-dir and --experiment, or train with `mopd-mini teachers` / `distill`")
     check_device(args.device)
     check_model(args.model)
-    from . import BASE, DOMAINS, evaluate, format_scores, format_table, normalised_scores
+    from . import BASE, evaluate, format_scores, format_table, normalised_scores
+    from .domains import get_domains
     from .evaluate import TEACHER_OF
 
+    domains = get_domains(args.domains)   # the course's by default; the regime study's by name
     bank = _bank(args, folder, names)
-    table = evaluate(bank, [BASE] + names, n=args.n, seed=args.seed)
+    table = evaluate(bank, [BASE] + names, domains, n=args.n, seed=args.seed)
     out = [f"{folder}: greedy accuracy on {args.n} test prompts per cell", "", format_table(table)]
-    teachers = {d: TEACHER_OF.format(d) for d in DOMAINS}
+    teachers = {d: TEACHER_OF.format(d) for d in domains}
     for name in names:
         if name not in teachers.values() and all(t in names for t in teachers.values()):
             out += ["", f"normalised score of {name}: (model - base) / (teacher - base)", "",
@@ -864,6 +866,8 @@ def _evaluate_parser(e) -> None:
                    "adapter in the folder]; the base is always the first row")
     g.add_argument("--n", type=int, default=200, help="test prompts per domain and length [default: 200]")
     g.add_argument("--seed", type=int, default=0, help="seed of the test prompts [default: 0]")
+    g.add_argument("--domains", nargs="+", default=None, metavar="DOMAIN", help="the domains evaluated "
+                   "[default: the course's, binding and recall; the regime study's: chain, conflict, memory]")
 
 
 COMMANDS = {  # name: (help, description, builder of its flags, what runs)

@@ -3,6 +3,7 @@
     data = collect(bank, OfflineConfig())                     # each teacher samples its own domain
     train_offline(bank, OfflineConfig(loss="sft"), data)      # RFT: SFT on the correct samples
     train_offline(bank, OfflineConfig(loss="soft"), data)     # soft labels on the same trajectories
+    train_offline(bank, cfg, gold(bank.tokenizer, cfg))        # SFT on the generator's gold answers
 
 One trainer, two losses (the critique's baselines, arXiv 2610.04272):
 
@@ -29,7 +30,10 @@ Against MOPD: the student never samples. It learns on the teacher's trajectories
 the positions are those the teacher visits, not the student's own), and every completion was
 sampled before training began. The collected set is cached in runs/<experiment>/collect/, keyed
 by the teachers' weights and the sampling settings, so RFT and soft labels (and a re-run) share
-it; its sampling cost is recorded with it.
+it; its sampling cost is recorded with it. `teachers` routes a domain to another adapter than
+teacher_<domain> (as MOPDConfig.teachers): RFT from a teacher that SFT on gold traces built.
+`gold` gives the generator's answers in the same form (one per prompt, all correct, nothing
+sampled), so the same trainer is SFT on gold.
 """
 
 from __future__ import annotations
@@ -83,7 +87,10 @@ class OfflineConfig:
     grad_clip: float = 1.0
     """max global gradient norm"""
     domains: tuple[str, ...] = ("binding", "recall")
-    """the domains to compose; each needs a teacher adapter named teacher_<domain>"""
+    """the domains to compose; each needs a teacher adapter named teacher_<domain> (or routed by `teachers`)"""
+    teachers: dict[str, str] | None = None
+    """domain -> the adapter that samples (and, for soft labels, scores) it where it is not
+    teacher_<domain>, as MOPDConfig.teachers: e.g. {"chain": "sft_teacher"}; None: teacher_<domain>"""
     collect_batch: int = 256
     """completions sampled per teacher forward batch in `collect` (memory only; same samples)"""
     eval_every: int = 25
@@ -121,6 +128,10 @@ class OfflineConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         get_domains(self.domains)
+        unknown = sorted(set(self.teachers or {}) - set(self.domains))
+        if unknown:
+            raise ValueError(f"teachers names domain(s) {unknown} that are not in domains={self.domains}; "
+                             "route only the domains being trained")
         check_loop(self)
 
     @property
@@ -129,7 +140,7 @@ class OfflineConfig:
 
     @property
     def route(self) -> dict[str, str]:
-        return {d: TEACHER_OF.format(d) for d in self.domains}
+        return {d: (self.teachers or {}).get(d, TEACHER_OF.format(d)) for d in self.domains}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,6 +183,28 @@ class Collected:
         rows = d["rows"]
         return cls([factworld.Example(**r["example"]) for r in rows], [r["completion"] for r in rows],
                    [r["correct"] for r in rows], d["cost"], d["seconds"])
+
+
+def gold(tokenizer, cfg: OfflineConfig) -> Collected:
+    """The generator's own answers as a `Collected`: for every domain, its first
+    `prompts_per_domain` training prompts (the prompts `collect` samples), each ONCE with its gold
+    completion (the answer's tokens and the end of turn; for a trace domain, chain, the worked
+    trace), all marked correct. What the offline trainer needs to be SFT on gold: an
+    SFT-on-gold-traces teacher, or a student trained on the gold. Nothing is sampled (its cost is
+    empty); `samples_per_prompt` is not used (one gold per prompt)."""
+    cfg.check()
+    out = Collected([], [], [])
+    for d in get_domains(cfg.domains).values():
+        for ex in d.train_examples(0, cfg.prompts_per_domain, cfg.seed):   # indices 0 .. P-1, as collect
+            ids = tokenizer(ex.answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            if len(ids) > cfg.max_new_tokens:
+                raise ValueError(f"the gold answer {ex.answer!r} of {d.name} takes {len(ids)} tokens with its end "
+                                 f"of turn, more than max_new_tokens={cfg.max_new_tokens}; raise max_new_tokens "
+                                 "(every method of a domain shares one completion budget)")
+            out.examples.append(ex)
+            out.completions.append(ids)
+            out.correct.append(1.0)
+    return out
 
 
 def _collect_key(bank: AdapterBank, cfg: OfflineConfig) -> str:

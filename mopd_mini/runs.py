@@ -315,7 +315,7 @@ def config_diff(saved: dict, now: dict) -> str:
 
 
 IGNORED_ON_RESUME = ("steps", "progress", "eval_every", "eval_n", "checkpoint_every", "track_steps", "track_prompts")
-ADDED_FIELDS = {"eval_split": "test"}  # fields newer than some saved runs: their value before they existed
+ADDED_FIELDS = {"eval_split": "test", "teachers": None}  # fields newer than some saved runs: their value before they existed
 
 
 def _comparable(config: dict) -> dict:

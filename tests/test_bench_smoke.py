@@ -196,3 +196,57 @@ def test_matched_cost_ratio_and_edge_marks():
     assert not matched.on_edge({"chosen": {"rft": {"steps": 300, "k": 4, "lr": 3e-3}}, "grid": {"rft": grid}}, "rft")
     assert matched.extend_lr({"lr": 1e-2}, [{"lr": 1e-3}, {"lr": 3e-3}, {"lr": 1e-2}]) == {"lr": 3e-2}
     assert matched.extend_lr({"lr": 3e-3}, [{"lr": 1e-3}, {"lr": 3e-3}, {"lr": 1e-2}]) is None
+
+
+def test_regimes_quick_runs_resumes_and_renders(monkeypatch, tmp_path):
+    """bench.regimes --quick (arm 2, two seeds; arm 1, one seed; a few steps of every method): the
+    gate and its retries, every method, docs/regimes.json keyed by (arm, method, seed), the page's
+    Results section and the figures; a re-run trains nothing; without runs/ a missing record
+    whose teacher is gone schedules that teacher first."""
+    monkeypatch.delenv("MOPD_FAST", raising=False)
+    runs = importlib.import_module("mopd_mini.runs")
+    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "runs")
+    regimes = importlib.import_module("bench.regimes")
+    out = tmp_path / "docs"
+    data = regimes.main(["--quick", "--quiet", "--arm", "2", "--seeds", "0", "1", "--out", str(out)])
+    methods = regimes.methods_for(regimes.ARM2, len(data["gates"]["2"]["tries"]) - 1)
+    assert {k for k in data["runs"] if k.startswith("2|")} == {f"2|{m}|{s}" for m in methods for s in (0, 1)}
+    assert data["gates"]["2"]["name"] == "G2" and data["gates"]["2"]["tries"][0]["adapter"] == "sft_teacher"
+    kl = data["runs"]["2|mopd_kl|0"]
+    assert kl["kl_along"] and set(kl["kl_along"]) == {"1", "2"} and kl["cost"]["cost/teacher_prefill_tokens"] > 0
+    assert {r["length"] for r in kl["test"]} == {2, 3, 4, 5} and "hops" in kl["test"][0]
+    page = (out / "regimes.md").read_text()
+    head = (Path(regimes.DOCS) / "regimes.md").read_text().split("## Results")[0]
+    assert page.startswith(head.rstrip())                           # the pre-registration is untouched
+    assert "### Arm 2" in page and "**H2.1**" in page and "**Gate G2**" in page and "paired per-seed" in page
+    assert {f.name for f in (out / "figures").iterdir()} == {f"regimes_arm2_{k}.png" for k in ("lift", "depth", "kl")}
+    monkeypatch.setattr(regimes, "run_job", lambda *a: (_ for _ in ()).throw(AssertionError("re-trained")))
+    again = regimes.main(["--quick", "--quiet", "--arm", "2", "--seeds", "0", "1", "--out", str(out)])
+    assert again["runs"]["2|mopd_kl|0"] == kl
+    monkeypatch.undo()
+    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "fresh-clone-runs")   # no adapters on disk
+    ctx = regimes.Context(regimes.ARM2, methods, True, regimes.Store(out / "regimes.json"))
+    with ctx.store.edit() as d:
+        d["runs"].pop("2|mopd_kl|1")
+    assert regimes.jobs_to_run(ctx, [0, 1]) == [[("sft_teacher", 1)], [("mopd_kl", 1)]]
+    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "runs")
+    one = regimes.main(["--quick", "--quiet", "--arm", "1", "--seeds", "0", "--out", str(out)])
+    assert "1|mopd_kl|0" in one["runs"] and "2|mopd_kl|0" in one["runs"]
+    assert "### Arm 1" in (out / "regimes.md").read_text() and "**H1.1**" in (out / "regimes.md").read_text()
+
+
+def test_regimes_table_applies_the_registered_gates():
+    """The gates' retries and fall-back are the registered ones, and whatever reads a changed
+    adapter becomes another run (another adapter name); the decision rules are the page's."""
+    regimes = importlib.import_module("bench.regimes")
+    m = regimes.methods_for(regimes.ARM2, 1)
+    assert m["sft_teacher"].settings["steps"] == 400 and m["sft_teacher"].settings["prompts_per_domain"] == 3200
+    assert m["mopd_kl"].name == "mopd_kl_g1" and m["grpo"].name == "grpo" and m["sft_gold"].name == "sft_gold"
+    assert regimes.methods_for(regimes.ARM2, 0)["sft_teacher"].settings["steps"] == 200
+    one = regimes.methods_for(regimes.ARM1, 1, fallback=True)
+    assert one["teacher_memory"].trainer == "offline" and one["teacher_memory"].data == "gold"
+    assert one["mixrl"].settings["steps"] == 400 and one["mixrl_300"].settings["steps"] == 300
+    assert one["sft_both"].settings["batch_size"] == 16 and one["rft"].name.endswith("_g2")
+    assert regimes.decide({"n": 3, "half": 0.1, "lo": 0.05, "hi": 0.25}, above=0.0) == "supported"
+    assert regimes.decide({"n": 3, "half": 0.1, "lo": -0.3, "hi": -0.1}, above=-0.05) == "refuted"
+    assert regimes.decide({"n": 3, "half": 0.1, "lo": -0.1, "hi": 0.1}, below=0.0) == "not resolved"

@@ -257,3 +257,21 @@ def test_dict_and_option_fields_parse_from_words():
     for bad in (["--teachers", "binding"], ["--golden-gain", "nonsense=1"]):
         with pytest.raises(SystemExit):
             parser.parse_args(bad)
+
+
+def test_evaluate_over_the_regime_domains(tmp_path, capsys):
+    """evaluate --domains: the regime study's domains by name (chain's four depths), the course's
+    by default; an unknown name is a clear error."""
+    common = ["--runs-dir", str(tmp_path), "--experiment", "reg", "--device", "cpu"]
+    assert cli.main(["teachers", "--domain", "chain", "--max-new-tokens", "8", *TINY_TEACHERS, *common]) == 0
+    capsys.readouterr()
+    assert cli.main(["evaluate", *common, "--n", "2", "--domains", "chain"]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("| model"))
+    assert [c.strip() for c in header.split("|")[2:-1]] == ["chain L2", "chain L3", "chain L4", "chain L5"]
+    assert [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")][2:] == \
+        ["base", "teacher_chain"]
+    assert cli.main(["evaluate", *common, "--n", "2"]) == 0             # the course's domains
+    assert "binding L16" in capsys.readouterr().out
+    assert cli.main(["evaluate", *common, "--n", "2", "--domains", "chains"]) == 2
+    assert "unknown domain" in capsys.readouterr().err

@@ -149,3 +149,68 @@ def test_offline_refuses_bad_configs(offline_bank, bad, words):
 def test_offline_needs_the_teachers(bank):
     with pytest.raises(ValueError, match="teacher_binding"):
         collect(bank, config())
+
+
+def test_gold_is_the_generators_answers_one_per_prompt(tiny):
+    """gold: each domain's first P training prompts (those collect samples), once each, with the
+    answer's tokens and the end of turn (chain: the whole worked trace), all correct; a budget too
+    small for a trace is refused."""
+    from mopd_mini.domains import get_domains
+    from mopd_mini.offline import gold
+
+    tok = tiny[1]
+    cfg = config(domains=("chain", "memory"), prompts_per_domain=5, max_new_tokens=8)
+    data = gold(tok, cfg)
+    assert len(data.completions) == 10 and data.correct == [1.0] * 10 and data.cost == {}
+    for d in ("chain", "memory"):
+        exs = [e for e in data.examples if e.task == d]
+        assert [e.prompt for e in exs] == [e.prompt for e in get_domains(d)[d].train_examples(0, 5, 0)]
+    for ex, ids in zip(data.examples, data.completions):
+        assert ids[-1] == tok.eos_token_id
+        assert tok.decode(ids, skip_special_tokens=True).strip() == ex.answer
+        assert factworld.grade(tok.decode(ids, skip_special_tokens=True), ex) == 1
+    chain = [c for e, c in zip(data.examples, data.completions) if e.task == "chain"]
+    assert max(map(len, chain)) > 4                                 # a trace, not one word
+    assert data.kept("correct") == list(range(10))
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        gold(tok, config(domains=("chain",), prompts_per_domain=5, max_new_tokens=4))
+
+
+def test_sft_on_gold_learns_the_gold_traces(tiny):
+    """The offline trainer on gold (the regime study's SFT teacher): 30 steps raise the gold
+    trace's likelihood well above the base's."""
+    from mopd_mini.offline import gold
+
+    bank = AdapterBank(copy.deepcopy(tiny[0]), tiny[1])
+    cfg = config(domains=("chain",), prompts_per_domain=8, max_new_tokens=8, steps=30, name="sft_gold")
+    data = gold(bank.tokenizer, cfg)
+
+    def nll(name):
+        with bank.use(name) as model:
+            packed = pack(model, bank.tokenizer, data.examples, data.completions)
+            return sft_loss(completion_logits(model, packed), packed.completion_ids, packed.completion_mask)[0].item()
+
+    at_base = nll("base")
+    run = train_offline(bank, cfg, data)
+    assert run.metrics[0]["kept"] == 8 and run.metrics[0].get("cost/generated_tokens", 0) == 0
+    assert nll("sft_gold") < 0.5 * at_base
+
+
+def test_offline_routes_a_domain_to_a_named_teacher(offline_bank):
+    """teachers={"recall": X}: collect samples recall from X (the samples of X's weights, as the
+    teacher_recall run gives when X holds them), binding from teacher_binding; an unknown domain
+    in teachers and a missing routed teacher are refused."""
+    bank, data = offline_bank
+    bank.copy("teacher_recall", "other_recall")
+    routed = collect(bank, config(teachers={"recall": "other_recall"}))
+    assert config(teachers={"recall": "other_recall"}).route == {"binding": "teacher_binding", "recall": "other_recall"}
+    assert routed.completions == data.completions                   # the same weights, the same samples
+    bank.copy("teacher_binding", "other_recall")                    # other weights: other recall samples
+    other = collect(bank, config(teachers={"recall": "other_recall"}))
+    rec = [i for i, e in enumerate(data.examples) if e.task == "recall"]
+    assert [other.completions[i] for i in rec] != [data.completions[i] for i in rec]
+    with pytest.raises(ValueError, match="not in domains"):
+        collect(bank, config(teachers={"chain": "other_recall"}))
+    with pytest.raises(ValueError, match="no 'nobody'"):
+        collect(bank, config(teachers={"recall": "nobody"}))
+    bank._drop("other_recall")                                      # the module's bank as it was

@@ -1,0 +1,1058 @@
+"""The regime study of docs/regimes.md (issue 19): one command per arm, as pre-registered.
+
+    python -m bench.regimes --arm 2 --seeds 0 1 2 --workers 2     # chain: GRPO, SFT teacher, MOPD, SFT, RFT
+    python -m bench.regimes --arm 1 --seeds 0 1 2 --workers 2     # conflict + memory: interference
+    python -m bench.regimes --estimate --arm 2                    # a few timed steps of each method: the time
+    python -m bench.regimes --render                              # the page and figures again, from the JSON
+    python -m bench.regimes --quick --arm 2 --out /tmp/r          # the smoke test: seconds, every code path
+
+Every method is an existing trainer with the arm's domains and the registered budget (the table
+`ARMS`: train_teacher for GRPO and Mix-RL, train_student for MOPD, collect / train_offline for
+RFT and SFT on a teacher's samples, train_offline on `offline.gold` for SFT on gold traces,
+merge for the merges); one generic loop runs them. The order: the arm's gate (seed 0, val; its
+registered fall-backs), then the methods by dependency level (a teacher before what reads it),
+each level's (method, seed) jobs in `--workers` processes of one torch thread each.
+
+Every finished job's results (greedy test and val accuracy by domain and length with the trace
+diagnostics of `mopd_mini.regimes`, cost totals from `mopd_mini.cost`, wall seconds, MOPD's
+per-token KL along the trace at its tracked steps) are stored in docs/regimes.json as it finishes,
+keyed by (arm, method, seed); a re-run skips what is recorded there, even on a fresh clone
+without runs/ (a recorded teacher that an unrecorded method needs is retrained, deterministically,
+when its adapter is missing). Runs live in runs/regimes/arm<a>/s<seed>/. The page's "## Results"
+section and docs/figures/regimes_arm<a>_*.png are rewritten from the JSON after every arm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import fcntl
+import json
+import math
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import fmean
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+
+import mopd_mini as mm  # noqa: E402
+from mopd_mini import cost, runs, stats  # noqa: E402
+from mopd_mini.adapters import BASE, atomic_write  # noqa: E402
+from mopd_mini.domains import get_domains  # noqa: E402
+from mopd_mini.merge import merge  # noqa: E402
+from mopd_mini.offline import OfflineConfig, collect, gold, train_offline  # noqa: E402
+from mopd_mini.regimes import starting_points  # noqa: E402
+
+from .common import command, in_processes, machine, machine_line  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+EXPERIMENT = "regimes"
+TRACKED = (1, 10, 25, 50, 100, 200, 300)   # MOPD's tracked steps (registered: arm 2's diagnostics)
+
+# ---------------------------------------------------------------------------------------------
+# the table: methods, budgets, gates (docs/regimes.md, "Protocol", "Arm 1", "Arm 2")
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Method:
+    """One row of an arm: an existing trainer, the domains it trains, its budget."""
+
+    key: str                       # the JSON key; also the adapter's name (plus a gate suffix)
+    label: str
+    trainer: str                   # grpo | mopd | offline | merge | base (no training: the starting point)
+    settings: dict = field(default_factory=dict)   # the trainer config's fields: the registered budget
+    domains: tuple | None = None   # None: the arm's
+    teachers: dict = field(default_factory=dict)   # domain -> method key of the routed teacher (same seed)
+    data: str | None = None        # offline: "gold" (the generator's answers) or "collect" (the teachers' samples)
+    merged: tuple = ()             # merge: the method keys merged
+    adapter: str | None = None     # the adapter's name when a gate's fall-back changed the method
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([*self.teachers.values(), *self.merged]))
+
+    @property
+    def name(self) -> str:
+        return self.adapter or self.key
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Seed 0's `method` on val at `lengths` must reach `threshold`. `retries`: the registered
+    changes tried in turn while it does not; `fallback`: what runs when every try failed (None:
+    the last try, reported as failing the gate)."""
+
+    name: str
+    method: str
+    domain: str
+    lengths: tuple
+    threshold: float
+    retries: tuple = ()            # each {method key: field overrides (settings merged)}
+    fallback: dict | None = None   # {method key: overrides, or a new method's fields}
+
+
+@dataclass(frozen=True)
+class Arm:
+    number: int
+    title: str
+    domains: tuple
+    max_new_tokens: int
+    methods: tuple
+    gate: Gate
+    teacher_of: dict               # domain -> the method that is its teacher (normalised scores)
+
+
+def grpo(steps=200):
+    return dict(steps=steps, prompts_per_step=8, group_size=8)
+
+
+MOPD = dict(steps=300, prompts_per_domain=8, track_steps=TRACKED)
+
+ARM2 = Arm(2, "a long answer, a sparse reward, a teacher built apart", ("chain",), 8, (
+    Method("base", "base (no training)", "base"),
+    Method("grpo", "GRPO on the outcome reward", "grpo", grpo()),
+    Method("sft_teacher", "SFT teacher (SFT on gold traces)", "offline",
+           dict(steps=200, batch_size=8, prompts_per_domain=1600), data="gold"),
+    *(Method(f"mopd_{loss}", f"MOPD {name} from the SFT teacher", "mopd", dict(MOPD, loss=loss),
+             teachers={"chain": "sft_teacher"}) for loss, name in (("pg", "PG"), ("topk", "Top-k"), ("kl", "exact KL"))),
+    Method("sft_traces", "SFT on the teacher's sampled traces", "offline",
+           dict(steps=300, batch_size=8, prompts_per_domain=600, samples_per_prompt=4, keep="all"),
+           teachers={"chain": "sft_teacher"}, data="collect"),
+    Method("rft", "RFT (the teacher's samples with a right answer)", "offline",
+           dict(steps=300, batch_size=8, prompts_per_domain=600, samples_per_prompt=4, keep="correct"),
+           teachers={"chain": "sft_teacher"}, data="collect"),
+    Method("sft_gold", "SFT on gold traces (the student)", "offline",
+           dict(steps=300, batch_size=8, prompts_per_domain=2400), data="gold"),
+), Gate("G2", "sft_teacher", "chain", (2, 3), 0.80,
+        retries=({"sft_teacher": dict(settings=dict(steps=400, prompts_per_domain=3200))},)),
+    {"chain": "sft_teacher"})
+
+def interference_arm(number, pair: tuple, title: str) -> Arm:
+    """Arm 1's protocol on a pair of domains (its second pair, if H1.1 is not shown on the first, is
+    the same protocol: registered)."""
+    teachers = {d: f"teacher_{d}" for d in pair}
+    return Arm(number, title, pair, 4, (
+        Method("base", "base (no training)", "base"),
+        *(Method(f"teacher_{d}", f"GRPO teacher ({d})", "grpo", grpo(), domains=(d,)) for d in pair),
+        Method("mixrl", "Mix-RL at the teachers' budget", "grpo", grpo()),
+        Method("mixrl_300", "Mix-RL at 300 steps", "grpo", grpo(300)),
+        *(Method(f"mopd_{loss}", f"MOPD {name}", "mopd", dict(MOPD, loss=loss), teachers=teachers)
+          for loss, name in (("pg", "PG"), ("topk", "Top-k"), ("kl", "exact KL"))),
+        Method("rft", "RFT", "offline", dict(steps=300, batch_size=16, prompts_per_domain=600, samples_per_prompt=4,
+                                             keep="correct"), teachers=teachers, data="collect"),
+        *(Method(f"merge_{how}", f"merge {how}", "merge", dict(how=how, grid=(0.5, 1.0, 1.5)),
+                 merged=tuple(teachers.values())) for how in ("linear", "cat")),
+    ), Gate("G1", "teacher_memory", "memory", (2, 3), 0.50,
+            retries=({k: dict(settings=dict(steps=400)) for k in (*teachers.values(), "mixrl")},),
+            fallback={**{f"teacher_{d}": dict(label=f"SFT-on-gold adapter ({d})", trainer="offline", data="gold",
+                                               settings=dict(steps=200, batch_size=8, prompts_per_domain=1600))
+                         for d in pair},
+                      "sft_both": dict(label="SFT on gold, both domains at once", trainer="offline", data="gold",
+                                       settings=dict(steps=200, batch_size=16, prompts_per_domain=1600))}),
+        teachers)
+
+
+ARM1 = interference_arm(1, ("conflict", "memory"), "domains that interfere")
+ARM1B = interference_arm("1b", ("recall", "memory"), "domains that interfere, the second pair (recall, memory)")
+
+ARMS = {1: ARM1, "1b": ARM1B, 2: ARM2}
+
+EVAL = dict(test=200, val=100)   # prompts per domain and length (registered)
+QUICK = dict(steps=2, prompts_per_step=2, group_size=2, prompts_per_domain=4, samples_per_prompt=2, batch_size=4,
+             track_steps=(1, 2), grid=(1.0,))
+QUICK_EVAL = dict(test=3, val=2)
+
+
+def methods_for(arm: Arm, tried: int, fallback: bool = False) -> dict[str, Method]:
+    """The arm's methods after `tried` of the gate's retries (cumulative), and its fall-back."""
+    out = {m.key: m for m in arm.methods}
+    changes = [(i + 1, r) for i, r in enumerate(arm.gate.retries[:tried])]
+    if fallback and arm.gate.fallback:
+        changes.append((len(arm.gate.retries) + 1, arm.gate.fallback))
+    for i, change in changes:
+        for key, over in change.items():
+            old = out.get(key)
+            if old is None:
+                out[key] = Method(key=key, adapter=None, **over)
+                continue
+            over = dict(over)
+            if "settings" in over and "trainer" not in over:
+                over["settings"] = {**old.settings, **over["settings"]}
+            out[key] = dataclasses.replace(old, adapter=f"{key}_g{i}", **over)
+    for key in sorted(out, key=lambda k: level(out, k)):   # what reads a changed adapter is another run too
+        m = out[key]
+        tags = [out[n].name[len(n):] for n in m.needs if out[n].adapter]
+        if tags and not m.adapter:
+            out[key] = dataclasses.replace(m, adapter=key + max(tags))
+    return out
+
+
+def signature(methods: dict[str, Method], key: str, ctx_settings) -> str:
+    """What a record was made by: the method's trainer, domains, data and budget, and those of
+    everything it reads; a record is reused only by a method with the same signature."""
+    m = methods[key]
+    return json.dumps([m.name, m.trainer, m.domains, m.data, sorted(m.teachers.items()), list(m.merged),
+                       sorted((k, str(v)) for k, v in ctx_settings(m).items()),
+                       [signature(methods, n, ctx_settings) for n in m.needs]])
+
+
+def level(methods: dict[str, Method], key: str) -> int:
+    needs = methods[key].needs
+    return 0 if not needs else 1 + max(level(methods, n) for n in needs)
+
+
+def batch_of(methods: dict[str, Method], key: str) -> int:
+    """When a job can run: after what it reads; a method nothing reads goes in the last batch
+    (beside the longest chain's end), so no batch waits on a run that nothing needs yet."""
+    read = {n for m in methods.values() for n in m.needs}
+    return level(methods, key) if key in read else max(level(methods, k) for k in methods)
+
+
+def weight(m: Method) -> float:
+    """A rough relative cost of a job (the longest are handed out first)."""
+    s, d = m.settings, len(m.domains or (0, 0))
+    return {"grpo": s.get("steps", 0) * s.get("prompts_per_step", 0) * s.get("group_size", 0) * d,
+            "mopd": s.get("steps", 0) * s.get("prompts_per_domain", 0) * d * 3,
+            "offline": s.get("steps", 0) * s.get("batch_size", 0)
+            + (s.get("prompts_per_domain", 0) * s.get("samples_per_prompt", 0) * d if m.data == "collect" else 0),
+            }.get(m.trainer, 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# the results file: docs/regimes.json, written under a lock by every worker
+# ---------------------------------------------------------------------------------------------
+
+
+class Store:
+    """{"runs": {"<arm>|<method>|<seed>": record}, "gates": {arm: ...}, "merges": ..., "invocations": ...}"""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def read(self) -> dict:
+        data = json.loads(self.path.read_text()) if self.path.exists() else {}
+        for k in ("runs", "gates", "merges", "invocations"):
+            data.setdefault(k, {})
+        return data
+
+    @contextmanager
+    def edit(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock_path(), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            data = self.read()
+            yield data
+            atomic_write(self.path, json.dumps(data, indent=0, sort_keys=True).encode())
+
+    def record(self, ctx: "Context", key: str, seed: int) -> dict | None:
+        """The recorded result of (arm, method, seed), if it was made by this very method."""
+        r = self.read()["runs"].get(key_of(ctx.arm.number, key, seed))
+        return r if r is not None and r.get("signature") == ctx.signature(key) else None
+
+
+def lock_path() -> Path:
+    """The lock every process of a run takes to write the JSON or claim a job (beside the runs, out of docs/)."""
+    runs.RUNS_DIR.mkdir(parents=True, exist_ok=True)
+    return runs.RUNS_DIR / f"{EXPERIMENT}.lock"
+
+
+def key_of(arm: int, method: str, seed: int) -> str:
+    return f"{arm}|{method}|{seed}"
+
+
+# ---------------------------------------------------------------------------------------------
+# one job: a method at one seed (its teachers reloaded, or retrained when missing), evaluated
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Context:
+    arm: Arm
+    methods: dict
+    quick: bool
+    store: Store
+    progress: bool = False
+
+    def experiment(self, seed: int) -> str:
+        return f"{EXPERIMENT}{'-quick' if self.quick else ''}/arm{self.arm.number}/s{seed}"
+
+    def settings(self, m: Method) -> dict:
+        s = dict(m.settings)
+        if self.quick:
+            s.update({k: v for k, v in QUICK.items() if k in s})
+            if "steps" in s and m.adapter:   # a fall-back keeps a distinct (longer) budget
+                s["steps"] += 1
+        return s
+
+    def signature(self, key: str) -> str:
+        return signature(self.methods, key, self.settings)
+
+    def adapter_saved(self, m: Method, seed: int) -> bool:
+        folder = runs.RUNS_DIR / self.experiment(seed) / m.name
+        return (folder / "adapter_model.safetensors").exists() and (folder / "checkpoint.pt").exists()
+
+
+def build(ctx: Context, bank, m: Method, seed: int, built: dict) -> dict:
+    """Train `m` at `seed` into the bank (a finished run reloads), after what it reads. Returns
+    {"run": Run or None, "counts": ..., "merge_w": ...}."""
+    if m.key in built:
+        return built[m.key]
+    for need in m.needs:
+        build(ctx, bank, ctx.methods[need], seed, built)
+    s = ctx.settings(m)
+    domains = tuple(m.domains or ctx.arm.domains)
+    route = {d: ctx.methods[t].name for d, t in m.teachers.items()}
+    common = dict(seed=seed, experiment=ctx.experiment(seed), eval_every=0, progress=ctx.progress,
+                  max_new_tokens=ctx.arm.max_new_tokens)
+    out = {"run": None}
+    if m.trainer == "base":
+        pass
+    elif m.trainer == "grpo":
+        out["run"] = mm.train_teacher(bank, mm.GRPOConfig.for_model(
+            "tiny", domain=domains[0] if len(domains) == 1 else domains, name=m.name, **s, **common))
+    elif m.trainer == "mopd":
+        out["run"] = mm.train_student(bank, mm.MOPDConfig.for_model(
+            "tiny", domains=domains, student=m.name, teachers=route or None, **s, **common))
+    elif m.trainer == "offline":
+        cfg = OfflineConfig.for_model("tiny", loss="sft", domains=domains, name=m.name, teachers=route or None,
+                                      **s, **common)
+        data = gold(bank.tokenizer, cfg) if m.data == "gold" else collect(bank, cfg)
+        out["run"] = train_offline(bank, cfg, data)
+        out["counts"] = data.counts()
+    elif m.trainer == "merge":
+        w = merge_weight(ctx, m, bank, seed, built)
+        merge(bank, m.name, {ctx.methods[t].name: w for t in m.merged}, how=s["how"])
+        out["merge_w"] = w
+    else:
+        raise ValueError(f"unknown trainer {m.trainer!r} of method {m.key!r}")
+    built[m.key] = out
+    return out
+
+
+def merge_weight(ctx: Context, m: Method, bank, seed: int, built: dict) -> float:
+    """The merge's weight, chosen on val at seed 0 (the registered grid, bench.baselines' values)
+    by the mean val accuracy over the arm's domains, once; recorded in the JSON for the other seeds."""
+    key = f"{ctx.arm.number}|{m.key}|{m.name}"
+    chosen = ctx.store.read()["merges"].get(key)
+    if chosen is not None:
+        return chosen["w"]
+    s = ctx.settings(m)
+    if seed != 0:   # seed 0's teachers choose: build them in a bank of their own
+        other = mm.AdapterBank(*mm.load_base("tiny"))
+        return merge_weight(ctx, m, other, 0, {})
+    for t in m.merged:
+        build(ctx, bank, ctx.methods[t], 0, built)
+    n = (QUICK_EVAL if ctx.quick else EVAL)["val"]
+    scores = {}
+    for w in s["grid"]:
+        merge(bank, "merge_probe", {ctx.methods[t].name: w for t in m.merged}, how=s["how"])
+        rows = evaluate(bank, "merge_probe", ctx.arm.domains, n, "val")
+        scores[w] = fmean(r["acc"] for r in rows)
+    w = max(scores, key=lambda x: (scores[x], -abs(x - 1.0)))
+    with ctx.store.edit() as data:
+        data["merges"][key] = {"w": w, "val": {str(k): v for k, v in scores.items()}}
+    return w
+
+
+def evaluate(bank, adapter: str, domains: tuple, n: int, split: str) -> list[dict]:
+    """mopd_mini.regimes' rows (greedy accuracy and trace diagnostics by domain and length)."""
+    with bank.use(adapter) as model:
+        return starting_points(model, bank.tokenizer, n=n, seed=0, split=split, domains=get_domains(domains))
+
+
+def kl_along(trace: list[dict]) -> dict:
+    """MOPD's tracked records as {step: {"kl": mean per completion position, "n": records there}}."""
+    out = {}
+    for r in trace:
+        s = out.setdefault(str(r["step"]), {"sum": [], "n": []})
+        for i, v in enumerate(r["kl"]):
+            if i == len(s["sum"]):
+                s["sum"].append(0.0), s["n"].append(0)
+            s["sum"][i] += v
+            s["n"][i] += 1
+    return {k: {"kl": [a / b for a, b in zip(v["sum"], v["n"])], "n": v["n"]} for k, v in out.items()}
+
+
+def run_job(ctx: Context, key: str, seed: int) -> dict:
+    """Build, evaluate and record one (method, seed)."""
+    started = time.perf_counter()
+    torch.manual_seed(0)
+    bank = mm.AdapterBank(*mm.load_base("tiny"))
+    m = ctx.methods[key]
+    built = {}
+    for need in m.needs:
+        build(ctx, bank, ctx.methods[need], seed, built)
+    try:
+        out = build(ctx, bank, m, seed, built)
+    except ValueError as err:   # the trainer refused at its registered budget (e.g. RFT with no correct
+        print(f"{key} seed {seed} FAILED: {err}", flush=True)   # sample): a result, recorded as such
+        with ctx.store.edit() as data:
+            data["runs"][key_of(ctx.arm.number, key, seed)] = {
+                "arm": ctx.arm.number, "method": key, "seed": seed, "adapter": m.name, "signature": ctx.signature(key),
+                "failed": str(err), "wall_seconds": time.perf_counter() - started}
+        return data["runs"][key_of(ctx.arm.number, key, seed)]
+    name = BASE if m.trainer == "base" else m.name
+    n = QUICK_EVAL if ctx.quick else EVAL
+    run = out["run"]
+    rec = {"arm": ctx.arm.number, "method": key, "seed": seed, "adapter": m.name, "trainer": m.trainer,
+           "signature": ctx.signature(key),
+           "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in ctx.settings(m).items()},
+           "needs": list(m.needs), "test": evaluate(bank, name, ctx.arm.domains, n["test"], "test"),
+           "val": evaluate(bank, name, ctx.arm.domains, n["val"], "val"),
+           "cost": cost.totals(run.metrics) if run is not None else {},
+           "train_seconds": run.seconds if run is not None else 0.0,
+           "N": cost.param_counts(bank)[0],
+           "n": sum(p.numel() for p in bank.parameters(m.name).values()) if m.trainer != "base" else 0,
+           "merge_w": out.get("merge_w"), "counts": out.get("counts"),
+           "kl_along": kl_along(run.trace) if run is not None and run.trace else None}
+    rec["wall_seconds"], rec["finished_at"] = time.perf_counter() - started, time.time()
+    with ctx.store.edit() as data:
+        data["quick"] = ctx.quick
+        data["runs"][key_of(ctx.arm.number, key, seed)] = rec
+    return rec
+
+
+# ---------------------------------------------------------------------------------------------
+# the arm: gate, then the methods by level, in worker processes
+# ---------------------------------------------------------------------------------------------
+
+
+def gate_value(rec: dict, gate: Gate) -> float:
+    return fmean(r["acc"] for r in rec["val"] if r["domain"] == gate.domain and r["length"] in gate.lengths)
+
+
+def run_gate(args, arm: Arm, store: Store) -> tuple[int, bool]:
+    """(retries used, fall-back taken): the gate's method at seed 0 on val, then its retries."""
+    g = arm.gate
+    tries, before = [], (store.read()["gates"].get(str(arm.number)) or {}).get("tries", [])
+    for tried in range(len(g.retries) + 1):
+        ctx = Context(arm, methods_for(arm, tried), args.quick, store, not args.quiet)
+        m = ctx.methods[g.method]
+        seen = [t for t in before if t.get("signature") == ctx.signature(g.method)]   # a try made before
+        v = seen[0]["val"] if seen else gate_value(store.record(ctx, g.method, 0) or run_job(ctx, g.method, 0), g)
+        tries.append({"adapter": m.name, "steps": ctx.settings(m).get("steps"), "val": v, "passed": v >= g.threshold,
+                      "signature": ctx.signature(g.method)})
+        print(f"gate {g.name}: {m.name} at seed 0, val {g.domain} L{g.lengths}: {v:.3f} "
+              f"({'passes' if v >= g.threshold else 'fails'} >= {g.threshold})", flush=True)
+        if v >= g.threshold:
+            break
+    passed = tries[-1]["passed"]
+    fallback = not passed and g.fallback is not None
+    with store.edit() as data:
+        data["gates"][str(arm.number)] = {"name": g.name, "tries": tries, "passed": passed, "fallback": fallback,
+                                          "threshold": g.threshold, "lengths": list(g.lengths), "domain": g.domain}
+    return len(tries) - 1, fallback
+
+
+def jobs_to_run(ctx: Context, seeds: list[int]) -> list[list[tuple[str, int]]]:
+    """Per dependency level, the (method, seed) jobs to run: those not recorded, and recorded ones
+    whose adapter is missing while an unrecorded method of the seed reads it (so no two workers
+    retrain one teacher)."""
+    todo = {(k, s) for k in ctx.methods for s in seeds if ctx.store.record(ctx, k, s) is None}
+    for k, m in ctx.methods.items():
+        for s in seeds:
+            readers = [r for r, rm in ctx.methods.items() if k in rm.needs and (r, s) in todo]
+            if readers and m.trainer not in ("merge", "base") and not ctx.adapter_saved(m, s):
+                todo.add((k, s))
+    order = list(ctx.methods)
+    levels = {}
+    for k, s in todo:
+        levels.setdefault(batch_of(ctx.methods, k), []).append((k, s))
+    return [sorted(levels[lv], key=lambda j: (-weight(ctx.methods[j[0]]), order.index(j[0]), j[1]))
+            for lv in sorted(levels)]
+
+
+def claim(store: Store, claims: Path, job: list) -> bool:
+    """True for the first worker that asks for `job` (under the store's lock): workers take the
+    next unclaimed job of one shared list, so the long ones do not pile up on one process."""
+    with open(lock_path(), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        taken = json.loads(claims.read_text()) if claims.exists() else []
+        if job in taken:
+            return False
+        atomic_write(claims, json.dumps(taken + [job]).encode())
+        return True
+
+
+def run_arm(args, arm: Arm) -> None:
+    store = Store(args.out / "regimes.json")
+    started = time.time()
+    tried, fallback = run_gate(args, arm, store)
+    ctx = Context(arm, methods_for(arm, tried, fallback), args.quick, store, not args.quiet)
+    with store.edit() as data:   # recorded first: a run stopped early still names its command
+        data["invocations"].setdefault(str(arm.number), []).append(
+            {"command": command("bench.regimes", args.argv), "started": started, "wall_seconds": None,
+             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine_line(machine()),
+             "seeds": args.seeds})
+    for i, jobs in enumerate(jobs_to_run(ctx, args.seeds)):
+        print(f"arm {arm.number}: {len(jobs)} jobs: {jobs}", flush=True)
+        if args.workers > 1 and len(jobs) > 1:
+            claims = runs.RUNS_DIR / ctx.experiment(0).rsplit("/", 1)[0] / f"claims-{started:.0f}-{i}.json"
+            claims.parent.mkdir(parents=True, exist_ok=True)
+            in_processes("bench.regimes", [[list(j) for j in jobs]] * args.workers, args.workers,
+                         lambda w, mine: ["--worker", "--arm", str(arm.number), "--jobs", json.dumps(mine[0]),
+                                          "--claims", str(claims), "--tried", str(tried), "--out", str(args.out),
+                                          "--quiet"] + (["--fallback"] if fallback else []) + (["--quick"] if args.quick else []))
+        else:
+            for k, s in jobs:
+                run_job(ctx, k, s)
+    with store.edit() as data:
+        data["invocations"][str(arm.number)][-1]["wall_seconds"] = time.time() - started
+
+
+def estimate(args, arm: Arm) -> float:
+    """Seconds the arm would take: each method's first 3 steps timed (in memory), scaled to its
+    steps; collect's samples timed on 16 prompts and scaled; one evaluation timed; / workers."""
+    methods = methods_for(arm, 0)
+    ctx = Context(arm, methods, args.quick, Store(args.out / "regimes.json"))
+    bank = mm.AdapterBank(*mm.load_base("tiny"))
+    total, lines = 0.0, []
+    for k, m in methods.items():
+        s = ctx.settings(m)
+        if m.trainer in ("base", "merge"):
+            continue
+        steps = s.get("steps", 0)
+        probe = dataclasses.replace(m, adapter=f"probe_{k}", settings={
+            **s, "steps": 3, **({"prompts_per_domain": min(s["prompts_per_domain"], 16)} if m.trainer == "offline" else {}),
+            **({"track_steps": ()} if m.trainer == "mopd" else {}),
+            **({"keep": "all"} if "keep" in s else {})})   # an untrained teacher may get nothing right
+        pctx = dataclasses.replace(ctx, methods={**ctx.methods, k: probe})
+        pctx.experiment = lambda seed: None
+        for n in m.needs:   # what it reads: an adapter at the base (the cost does not depend on the weights)
+            bank.create(methods[n].name, seed=1)
+        t = time.perf_counter()
+        build(pctx, bank, probe, 0, {n: {"run": None} for n in m.needs})
+        sec = time.perf_counter() - t
+        per = sec / 3 * steps
+        if m.data == "collect":
+            per += sec * s["prompts_per_domain"] / 16 * len(m.domains or arm.domains)   # the sampling, scaled
+        lines.append(f"  {k}: {sec / 3:.2f} s a step x {steps} -> {per / 60:.1f} min a seed")
+        total += per
+    t = time.perf_counter()
+    evaluate(bank, BASE, arm.domains, (QUICK_EVAL if args.quick else EVAL)["test"], "test")
+    ev = (time.perf_counter() - t) * 1.5 * len(methods)
+    total = (total + ev) * len(args.seeds) / max(1, args.workers)
+    print(f"arm {arm.number} estimate ({len(args.seeds)} seeds, {args.workers} workers, evaluations "
+          f"{ev / 60:.1f} min a seed):\n" + "\n".join(lines) + f"\n  total about {total / 60:.0f} min", flush=True)
+    return total
+
+
+# ---------------------------------------------------------------------------------------------
+# the report: tables, decisions, figures (a function of the JSON)
+# ---------------------------------------------------------------------------------------------
+
+
+def held(arm: Arm) -> dict[str, dict[str, tuple]]:
+    out = {}
+    for d, dom in get_domains(arm.domains).items():
+        out[d] = {"held-in": tuple(L for L in dom.eval_lengths if L in dom.train_lengths),
+                  "held-out": dom.held_out, "all": dom.eval_lengths}
+    return out
+
+
+def acc(rec: dict, domain: str, lengths, key: str = "acc", split: str = "test") -> float:
+    vals = [r[key] for r in rec[split] if r["domain"] == domain and r["length"] in lengths and key in r]
+    return fmean(vals) if vals else float("nan")
+
+
+class Report:
+    """The arm's records by method and seed, and every statistic the page prints."""
+
+    def __init__(self, data: dict, arm: Arm):
+        self.arm, self.data = arm, data
+        self.gate = data["gates"].get(str(arm.number))
+        tried = 0 if self.gate is None else len(self.gate["tries"]) - 1
+        self.methods = methods_for(arm, tried, bool(self.gate and self.gate.get("fallback")))
+        ctx = Context(arm, self.methods, data.get("quick", False), None)
+        self.runs, self.failed = {}, {}
+        for rec in data["runs"].values():
+            if rec["arm"] == arm.number and rec["method"] in self.methods and rec["signature"] == ctx.signature(rec["method"]):
+                into = self.failed if "failed" in rec else self.runs
+                into.setdefault(rec["method"], {})[rec["seed"]] = rec
+        self.held = held(arm)
+        self.seeds = sorted({s for per in self.runs.values() for s in per})
+
+    def per_seed(self, method: str, domain: str, lengths, key: str = "acc") -> dict:
+        return {s: acc(r, domain, lengths, key) for s, r in self.runs.get(method, {}).items()}
+
+    def lift(self, method: str, domain: str, lengths) -> dict:
+        base = self.per_seed("base", domain, lengths)
+        b = next(iter(base.values()), float("nan"))   # greedy: the base is the same at every seed
+        return {s: v - base.get(s, b) for s, v in self.per_seed(method, domain, lengths).items()}
+
+    def normalised(self, method: str, domain: str, lengths) -> dict | None:
+        lift, teacher = self.lift(method, domain, lengths), self.lift(self.arm.teacher_of[domain], domain, lengths)
+        if not teacher or any(teacher.get(s, 0) <= 0.10 for s in lift):
+            return None
+        return {s: v / teacher[s] for s, v in lift.items() if s in teacher}
+
+    def pipeline(self, method: str, seed: int) -> dict:
+        rec = self.runs.get(method, {}).get(seed)
+        if rec is None:
+            return {}
+        return cost.add(rec["cost"], *(self.pipeline(n, seed) for n in rec["needs"]))
+
+
+def ms(values) -> str:
+    m, sd = stats.mean_sd(list(values.values()) if isinstance(values, dict) else values)
+    if math.isnan(m):
+        return "-"
+    return f"{m:.3f}" + (f" ± {sd:.3f}" if not math.isnan(sd) else "")
+
+
+def decide(p: dict, above: float | None = None, below: float | None = None) -> str:
+    """'supported' / 'refuted' / 'not resolved' by the registered rule: supported iff the
+    interval lies above `above` (or below `below`)."""
+    if p["n"] < 2 or math.isnan(p["half"]):
+        return "not resolved (fewer than 2 seeds)"
+    if above is not None:
+        return "supported" if p["lo"] > above else "refuted" if p["hi"] < above else "not resolved"
+    return "supported" if p["hi"] < below else "refuted" if p["lo"] > below else "not resolved"
+
+
+def interval(p: dict) -> str:
+    if p["n"] == 0:
+        return "-"
+    text = stats.interval_text(p)
+    return text + (f" [{p['lo']:+.3f}, {p['hi']:+.3f}]" if not math.isnan(p["half"]) else "") + f" (n = {p['n']})"
+
+
+def accuracy_table(rep: Report) -> list[str]:
+    lines = []
+    n = next(r["n"] for per in rep.runs.values() for rec in per.values() for r in rec["test"])
+    for d, parts in rep.held.items():
+        L = lambda p: ", ".join(map(str, parts[p]))  # noqa: E731
+        lines += [f"**{d}** (test, {n} prompts a length; held-in depths/lengths {L('held-in')}, held-out {L('held-out')}): "
+                  "accuracy, absolute lift over the base, normalised score (lift / the teacher's lift, where that "
+                  "is above 0.10 at every seed), mean ± sample std over the seeds", "",
+                  "| method | seeds | acc held-in | acc held-out | acc all | lift held-in | lift held-out | lift all | "
+                  "normalised all |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for k, m in rep.methods.items():
+            if k not in rep.runs:
+                why = "failed at its budget" if k in rep.failed else "not run"
+                lines.append(f"| {m.label} | 0 ({why}) | | | | | | | |")
+                continue
+            cells = [ms(rep.per_seed(k, d, parts[p])) for p in ("held-in", "held-out", "all")]
+            cells += [ms(rep.lift(k, d, parts[p])) if k != "base" else "" for p in ("held-in", "held-out", "all")]
+            norm = rep.normalised(k, d, parts["all"]) if k != "base" else None
+            lines.append(f"| {m.label} | {len(rep.runs[k])} | " + " | ".join(cells) + f" | {ms(norm) if norm else ''} |")
+        lines.append("")
+    return lines
+
+
+def depth_table(rep: Report) -> list[str]:
+    arm = rep.arm
+    dom = get_domains(arm.domains)
+    keys = ["acc"] + (["trace", "steps", "hops", "words"] if "chain" in dom else []) + \
+        (["map"] if "conflict" in dom else []) + (["copy"] if "memory" in dom else [])
+    cols = [(d, L) for d, x in dom.items() for L in x.eval_lengths]
+    lines = ["By length (test, mean over the seeds run): acc is the domain's metric; for chain trace (the whole trace "
+             "right), steps (`trace_steps`), hops (`chain_steps`), words (the answer's length in words; a depth-L gold trace has L + 1); conflict map (says the memorised value); memory copy "
+             "(says a context value).", "",
+             "| method | measure | " + " | ".join(f"{d} {L}" for d, L in cols) + " |",
+             "| --- | --- |" + " --- |" * len(cols)]
+    for k, m in rep.methods.items():
+        if k not in rep.runs:
+            continue
+        for key in keys:
+            vals = []
+            for d, L in cols:
+                v = [acc(r, d, (L,), key) for r in rep.runs[k].values()]
+                v = [x for x in v if not math.isnan(x)]
+                vals.append(f"{fmean(v):.2f}" if v else "")
+            if any(vals):
+                lines.append(f"| {m.label} | {key} | " + " | ".join(vals) + " |")
+    return lines + [""]
+
+
+def cost_table(rep: Report) -> list[str]:
+    lines = ["Cost per seed (mean over the seeds run; `mopd_mini.cost`: the method's own stage, and its pipeline with "
+             "the teachers it reads; FLOPs by cost.FORMULA), and wall time of the job (training, reloading what it "
+             "reads, evaluating).", "",
+             "| method | generated tokens | teacher prefill tokens | trained tokens | stage FLOPs | pipeline FLOPs | "
+             "train s | job wall s |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for k, m in rep.methods.items():
+        per = rep.runs.get(k)
+        if not per or m.trainer == "base":
+            continue
+        first = next(iter(per.values()))
+        N = first["N"]
+        n = first["n"] or next((r["n"] for p in rep.runs.values() for r in p.values() if r["n"]), 0)
+
+        def mean(f):
+            return fmean(f(s, r) for s, r in per.items())
+        c = lambda kind: mean(lambda s, r: r["cost"].get(f"cost/{kind}", 0))  # noqa: E731
+        lines.append(f"| {m.label} | {c('generated_tokens'):,.0f} | {c('teacher_prefill_tokens'):,.0f} | "
+                     f"{c('trained_tokens'):,.0f} | {mean(lambda s, r: cost.flops(r['cost'], N, n)):.2e} | "
+                     f"{mean(lambda s, r: cost.flops(rep.pipeline(k, s), N, n)):.2e} | "
+                     f"{mean(lambda s, r: r['train_seconds']):.0f} | {mean(lambda s, r: r['wall_seconds']):.0f} |")
+    return lines + [""]
+
+
+def comparison(rep: Report, a: str, b: str | float, domain: str, lengths) -> dict:
+    va = rep.per_seed(a, domain, lengths)
+    vb = {s: b for s in va} if isinstance(b, float) else rep.per_seed(b, domain, lengths)
+    return stats.paired(va, vb)
+
+
+def decisions_arm2(rep: Report) -> tuple[list[str], dict]:
+    hin, h4, h5 = (2, 3), (4,), (5,)
+    rows, out = [], {}
+
+    def row(name, p, rule, verdict):
+        rows.append(f"| {name} | {interval(p)} | {rule} | {verdict} |")
+        return verdict
+
+    gate_ok = bool(rep.gate and rep.gate["passed"])
+    p = comparison(rep, "grpo", 0.30, "chain", hin)
+    out["H2.1"] = row("H2.1 GRPO at depths 2, 3 minus 0.30", p, "supported iff below 0; refuted iff above 0",
+                      decide(p, below=0.0))
+    for loss in ("kl", "pg", "topk"):
+        for lengths, where in ((hin, "depths 2, 3"), (h4, "depth 4")):
+            p = comparison(rep, f"mopd_{loss}", "sft_teacher", "chain", lengths)
+            primary = loss == "kl" and lengths == hin
+            name = f"{'H2.2' if primary else '(H2.2, reported)'} MOPD {loss} minus the SFT teacher, {where}"
+            v = decide(p, above=-0.05) if gate_ok else "not tested (gate G2 failed)"
+            v = row(name, p, "supported iff above -0.05; refuted iff below -0.05", v)
+            if primary:
+                out["H2.2"] = v
+    for other, label in (("sft_traces", "SFT on the teacher's traces"), ("rft", "RFT"), ("sft_gold", "SFT on gold")):
+        for deep, where in ((h4, "depth 4"), (h5, "depth 5 (shortcut)")):
+            k, o = ({L: rep.per_seed(x, "chain", (L,)) for L in (2, 3, deep[0])} for x in ("mopd_kl", other))
+            lead = {s: {L: k[L][s] - o[L][s] for L in k} for s in k[2] if s in o[2]}
+            growth = {s: v[deep[0]] - (v[2] + v[3]) / 2 for s, v in lead.items()}
+            p = stats.paired(growth, {s: 0.0 for s in growth})
+            primary = other == "sft_traces" and deep == h4
+            name = f"{'H2.3' if primary else '(H2.3, descriptive)'} growth of MOPD kl's lead over {label}, {where}"
+            v = decide(p, above=0.0) if gate_ok else "not tested (gate G2 failed)"
+            if not primary and gate_ok:
+                v = f"descriptive ({decide(p, above=0.0)} by H2.3's rule)"
+            v = row(name, p, "supported iff above 0; refuted iff below 0" if primary else "H2.3's rule", v)
+            if primary:
+                out["H2.3"] = v
+    return rows, out
+
+
+def decisions_arm1(rep: Report) -> tuple[list[str], dict]:
+    rows, out = [], {}
+    partner = "sft_both" if rep.gate and rep.gate.get("fallback") else "mixrl"
+    allL = {d: rep.held[d]["all"] for d in rep.arm.domains}
+
+    def row(name, p, rule, verdict):
+        rows.append(f"| {name} | {interval(p)} | {rule} | {verdict} |")
+        return verdict
+
+    shown = []
+    for d in rep.arm.domains:
+        for part in ("all", "held-in", "held-out"):
+            p = comparison(rep, partner, rep.arm.teacher_of[d], d, rep.held[d][part])
+            if part == "all":
+                ok = p["n"] >= 2 and p["diff"] <= -0.10 and p["hi"] < 0
+                v = "shown on this domain" if ok else "not shown on this domain"
+                if ok:
+                    shown.append(d)
+                row(f"H1.1 D_{d} = {partner} minus teacher_{d} ({d}, all lengths)", p,
+                    "shown iff mean <= -0.10 and the interval below 0", v)
+            else:
+                row(f"(H1.1, reported) D_{d}, {part}", p, "descriptive", "descriptive")
+        for other in (["mixrl"] if partner != "mixrl" else []) + ["mixrl_300"]:
+            p = comparison(rep, other, rep.arm.teacher_of[d], d, rep.held[d]["all"])
+            row(f"(H1.1, beside it) {rep.methods[other].label} ({rep.methods[other].settings['steps']} steps) minus "
+                f"teacher_{d} ({d}, all lengths)", p, "descriptive", "descriptive")
+    out["H1.1"] = f"shown (on {', '.join(shown)})" if shown else "not shown"
+    for d in shown:
+        o = [x for x in rep.arm.domains if x != d][0]
+        for loss in ("kl", "pg", "topk"):
+            p, q = comparison(rep, f"mopd_{loss}", "mixrl", d, allL[d]), comparison(rep, f"mopd_{loss}", "mixrl", o, allL[o])
+            v = "not resolved (fewer than 2 seeds)" if p["n"] < 2 else "supported" if p["lo"] > 0 and not q["hi"] < 0 \
+                else "refuted" if p["hi"] < 0 else "not resolved" + (f" ({p['n']} seeds finished)" if p["n"] < 3 else "")
+            row(f"{'H1.2' if loss == 'kl' else '(H1.2 rule)'} MOPD {loss} minus Mix-RL on {d} (on {o}: {interval(q)})", p,
+                "supported iff above 0 and not below 0 on the other; refuted iff below 0", v)
+            if loss == "kl":
+                out["H1.2"] = v
+        p, q = comparison(rep, "rft", "mixrl", d, allL[d]), comparison(rep, "rft", "mixrl", o, allL[o])
+        v = "not tested (RFT did not finish)" if p["n"] == 0 else "not resolved (fewer than 2 seeds)" if p["n"] < 2 else \
+            "supported" if p["lo"] > 0 and not q["hi"] < 0 else "refuted" if p["hi"] < 0 else "not resolved"
+        out["H1.3"] = row(f"H1.3 RFT minus Mix-RL on {d} (on {o}: {interval(q)})", p, "H1.2's rule", v)
+        p = comparison(rep, "mopd_kl", "rft", d, allL[d])
+        row(f"(H1.3) MOPD kl minus RFT on {d}", p, "interval includes 0: the simple method did as well",
+            "the simple method did as well here" if p["n"] >= 2 and p["lo"] <= 0 <= p["hi"] else
+            "not resolved (fewer than 2 seeds)" if p["n"] < 2 else "they differ")
+    if not shown:
+        out["H1.2"] = out["H1.3"] = "not tested (H1.1 not shown)"
+    for mg in ("merge_linear", "merge_cat"):
+        for d in rep.arm.domains:
+            for ref in (rep.arm.teacher_of[d], "mixrl"):
+                row(f"{mg} minus {ref} on {d}", comparison(rep, mg, ref, d, allL[d]), "descriptive", "descriptive")
+    return rows, out
+
+
+def markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
+    rep = Report(data, arm)
+    title = f"### Arm {arm.number}: {arm.title}"
+    if not rep.runs:
+        return [title, "", "**Not run**: no job of this arm finished (docs/regimes.json holds none).", ""]
+    inv = data["invocations"].get(str(arm.number), [])
+    lines = [title, ""]
+    for i in inv:
+        if i["wall_seconds"] is not None:
+            took = f"{i['wall_seconds'] / 60:.1f} min"
+        else:   # stopped before its end: the time to the last job it finished
+            ends = [r["finished_at"] for per in rep.runs.values() for r in per.values()
+                    if r.get("finished_at", 0) >= i["started"]]
+            took = f"stopped before its end; its last job finished after {(max(ends) - i['started']) / 60:.1f} min" \
+                if ends else "stopped before its end, no job finished"
+        lines.append(f"*Command:* `{i['command']}` ({i['date']}, {took}, seeds {', '.join(map(str, i['seeds']))})  ")
+    if inv:
+        lines.append(f"*Machine:* {inv[-1]['machine']}")
+    expected = [(k, s) for k in rep.methods for s in (0, 1, 2)]
+    missing = [f"{k} seed {s}" for k, s in expected if s not in rep.runs.get(k, {}) and s not in rep.failed.get(k, {})]
+    lines += ["", f"Finished: {sum(len(v) for v in rep.runs.values())} of {len(expected)} (method, seed) jobs of "
+              "the registered 3 seeds." + (f" **Not finished** (absent from every table below): {', '.join(missing)}."
+                                           if missing else ""), ""]
+    for k, per in rep.failed.items():
+        for seed, r in sorted(per.items()):
+            lines += [f"**{rep.methods[k].label}, seed {seed}, failed at its registered budget** (the trainer "
+                      f"refused; no result): {r['failed']}", ""]
+    g = rep.gate
+    if g:
+        tries = "; ".join(f"{t['adapter']} ({t['steps']} steps): {t['val']:.3f}" for t in g["tries"])
+        lines += [f"**Gate {g['name']}** (seed 0, val, {g['domain']} at {', '.join(map(str, g['lengths']))}, "
+                  f">= {g['threshold']:.2f}): {tries}: **{'passed' if g['passed'] else 'failed'}**"
+                  + (" ; every try failed, so the registered fall-back ran (SFT-on-gold adapters; the interference "
+                     "test is SFT on gold, each domain alone against both at once)." if g.get("fallback") else "."), ""]
+    merges = {k.split("|")[1]: v for k, v in data["merges"].items() if k.startswith(f"{arm.number}|")}
+    if merges:
+        lines += ["Merge weights chosen on val at seed 0 (mean val accuracy over the domains; conflict has no headroom, "
+                  "so the normalised score cannot choose): " + "; ".join(
+                      f"{k} w = {v['w']:g} (val " + ", ".join(f"{w}: {a:.3f}" for w, a in v["val"].items()) + ")"
+                      for k, v in merges.items()), ""]
+    lines += accuracy_table(rep) + depth_table(rep)
+    rows, out = (decisions_arm2 if arm.number == 2 else decisions_arm1)(rep)
+    lines += ["Pre-registered comparisons: paired per-seed differences, mean ± 95% t half-width [interval] "
+              "(`mopd_mini.stats.paired`, t = 4.30 with 3 seeds), on test accuracy (the mean over the lengths named).",
+              "", "| comparison | difference | rule | decision |", "| --- | --- | --- | --- |", *rows, "",
+              "Decisions against the hypotheses as registered (from the table above): "
+              + "; ".join(f"**{h}** {v}" for h, v in out.items()) + ".", ""]
+    lines += READING.get(arm.number, [])
+    lines += cost_table(rep)
+    if arm.number == 2 and "mopd_kl" in rep.runs:
+        lines += kl_table(rep)
+    lines += [f"![arm {arm.number}](figures/{f})" for f in figures] + [""]
+    return lines
+
+
+def kl_table(rep: Report) -> list[str]:
+    P = kl_positions(rep)
+    lines = ["MOPD's per-token reverse KL to the SFT teacher along the student's own sample (the trainer's 4 tracked "
+             "depth-2 test prompts, sampled at each tracked step; mean over the records and the seeds at each position). "
+             "On a depth-2 gold trace position 0 is the start node, 1 the first hop, 2 the answer, 3 the period, 4 the "
+             "end of turn; a cell past 4 exists only where the student wrote a longer completion.", "",
+             "| loss | step | " + " | ".join(f"pos {i}" for i in range(P)) + " |", "| --- | --- |" + " --- |" * P]
+    for loss in ("pg", "topk", "kl"):
+        per = rep.runs.get(f"mopd_{loss}", {})
+        steps = sorted({int(s) for r in per.values() if r.get("kl_along") for s in r["kl_along"]})
+        for st in steps:
+            cells = []
+            for i in range(P):
+                v = [r["kl_along"][str(st)]["kl"][i] for r in per.values()
+                     if r.get("kl_along") and str(st) in r["kl_along"] and len(r["kl_along"][str(st)]["kl"]) > i]
+                cells.append(f"{fmean(v):.3f}" if v else "")
+            lines.append(f"| {loss} | {st} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def kl_positions(rep: Report) -> int:
+    """The longest tracked completion of any MOPD run (at least the depth-2 gold's 5 tokens)."""
+    return max([5] + [len(v["kl"]) for k in ("mopd_pg", "mopd_topk", "mopd_kl") for r in rep.runs.get(k, {}).values()
+                      for v in (r.get("kl_along") or {}).values()])
+
+
+def figures(data: dict, arm: Arm, folder: Path) -> list[str]:
+    rep = Report(data, arm)
+    if not rep.runs:
+        return []
+    folder.mkdir(parents=True, exist_ok=True)
+    names = []
+    methods = [k for k in rep.methods if k in rep.runs and k != "base"]
+    fig, axes = plt.subplots(1, len(arm.domains), figsize=(5 + 1.2 * len(methods), 4), squeeze=False)
+    for ax, d in zip(axes[0], arm.domains):
+        for j, part in enumerate(("held-in", "held-out")):
+            vals = [rep.lift(k, d, rep.held[d][part]) for k in methods]
+            means = [stats.mean_sd(list(v.values()))[0] for v in vals]
+            halves = [stats.t975(len(v) - 1) * stats.mean_sd(list(v.values()))[1] / math.sqrt(len(v))
+                      if len(v) > 1 else 0 for v in vals]
+            ax.bar([i + 0.4 * j for i in range(len(methods))], means, 0.4, yerr=halves, capsize=3, label=part)
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xticks([i + 0.2 for i in range(len(methods))], [rep.methods[k].label for k in methods],
+                      rotation=60, ha="right", fontsize=7)
+        ax.set_title(f"{d}: lift over the base (test), 95% interval over seeds", fontsize=9)
+        ax.set_ylabel("accuracy minus base")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    names.append(_save(fig, folder, f"regimes_arm{arm.number}_lift.png"))
+    if arm.number == 2:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for k in [k for k in rep.methods if k in rep.runs]:
+            per = rep.runs[k]
+            Ls = list(get_domains("chain")["chain"].eval_lengths)
+            ys = [fmean(acc(r, "chain", (L,)) for r in per.values()) for L in Ls]
+            ax.plot(Ls, ys, marker="o", label=rep.methods[k].label)
+        ax.axvspan(3.5, 5.5, color="0.9", zorder=0)
+        ax.set_xlabel("depth (4, 5 held out; 5 is a one-lookup shortcut)")
+        ax.set_ylabel("final-answer accuracy (test, mean over seeds)")
+        ax.set_xticks(Ls)
+        ax.legend(fontsize=6)
+        fig.tight_layout()
+        names.append(_save(fig, folder, "regimes_arm2_depth.png"))
+        kl = {loss: rep.runs.get(f"mopd_{loss}", {}) for loss in ("pg", "topk", "kl")}
+        if any(r.get("kl_along") for per in kl.values() for r in per.values()):
+            P = kl_positions(rep)
+            fig, axes = plt.subplots(1, 3, figsize=(11, 3.5), sharey=True)
+            for ax, (loss, per) in zip(axes, kl.items()):
+                steps = sorted({int(s) for r in per.values() if r.get("kl_along") for s in r["kl_along"]})
+                for st in steps[:1] + steps[-1:] if len(steps) > 1 else steps:
+                    ys = []
+                    for i in range(P):
+                        v = [r["kl_along"][str(st)]["kl"][i] for r in per.values() if r.get("kl_along")
+                             and str(st) in r["kl_along"] and len(r["kl_along"][str(st)]["kl"]) > i]
+                        ys.append(fmean(v) if v else float("nan"))
+                    ax.plot(range(P), ys, marker="o", label=f"step {st}")
+                ax.set_xticks(range(P), ["start", "hop 1", "answer", ".", "end"] + [f"+{i}" for i in range(1, P - 4)],
+                              fontsize=7)
+                ax.set_xlabel("position in the student's sample (depth-2 gold layout)", fontsize=7)
+                ax.set_title(f"MOPD {loss}: per-token KL, early vs late", fontsize=9)
+                ax.legend(fontsize=7)
+            axes[0].set_ylabel("reverse KL to the SFT teacher")
+            fig.tight_layout()
+            names.append(_save(fig, folder, "regimes_arm2_kl.png"))
+    return names
+
+
+def _save(fig, folder: Path, name: str) -> str:
+    fig.savefig(folder / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
+RESULTS = "## Results"
+READING = {   # hand-written for the recorded runs (2026-12-02); each sentence names its table. Re-read after a re-run.
+    2: ["**Reading** (hand-written for the runs recorded on 2026-12-02, from this arm's tables):", "",
+        "* The SFT teacher is right at the trained depths (0.997 ± 0.004 held-in, chain accuracy table) and at neither "
+        "held-out depth (0.003 ± 0.004); by length it writes 1.99 words at depth 4, where a depth-4 trace has 5 "
+        "(by-length table). Every student built from it or from the gold but MOPD-PG (0.09) is at 0.00-0.01 at depth 4 "
+        "(by-length table), so the depth-4 comparisons of H2.2 and H2.3 compare near-zero accuracies.",
+        "* GRPO writes about one word at every depth (words 1.00-1.11, by-length table) and scores 0.12-0.17 at every "
+        "depth: on the final-answer reward it learned to answer without the trace, and H2.1's interval lies below 0 "
+        "(comparison table).",
+        "* Among the SFT teacher's students MOPD exact KL has the largest held-out lift (0.174 ± 0.219; MOPD-PG "
+        "0.051 ± 0.033, the others -0.011 or below; chain accuracy table), all of it at depth 5, the one-lookup shortcut (0.42 there, 0.00 at depth 4, by-length table); at the trained "
+        "depths its seeds spread (0.828 ± 0.284), so H2.2 (-0.168 ± 0.709) and H2.3 (+0.147 ± 0.760) are not resolved "
+        "(comparison table). Its late per-token KL is near 0 at every position but position 3 (5.857 at step 300, "
+        "KL table). MOPD Top-k scores 0.000 at every depth on every seed and MOPD-PG 0.128 ± 0.017 overall (chain "
+        "accuracy table), at the preset learning rate.",
+        "* Off-policy SFT on the teacher's sampled traces reaches 0.975 ± 0.026 held-in (chain accuracy table) at "
+        "0.82x MOPD exact KL's pipeline FLOPs (4.29e+11 against 5.24e+11, cost table).", ""],
+    1: ["**Reading** (hand-written for the runs recorded on 2026-12-02, from this arm's tables):", "",
+        "* Interference in H1.1's sense is not shown: Mix-RL minus each teacher is -0.000 ± 0.002 on conflict and "
+        "-0.070 ± 0.879 on memory (comparison table). What the tables do show is the memory teacher losing conflict: "
+        "0.056 ± 0.029 against the base's 0.994 (conflict accuracy table), while Mix-RL, trained on both, keeps "
+        "conflict at 1.000 ± 0.001 and reaches 0.494 ± 0.305 on memory against the memory teacher's 0.564 ± 0.166 "
+        "(memory accuracy table).",
+        "* MOPD exact KL and RFT both reach each teacher on its own domain (conflict 1.000, memory 0.564 ± 0.167 and "
+        "0.567 ± 0.165; both accuracy tables); MOPD Top-k scores 0.000 on memory and MOPD-PG 0.105 ± 0.032 (memory "
+        "accuracy table). H1.2 and H1.3 are not tested (their rule needs H1.1 shown).",
+        "* The merges lose conflict: linear 0.470 ± 0.072, cat 0.841 ± 0.023 (conflict accuracy table; merge linear "
+        "minus teacher_conflict -0.530 ± 0.180, comparison table).", ""],
+}
+DEVIATIONS = [
+    "**Deviation notes** (where the runs differ from, or had to settle what is not fixed by, the registration above):", "",
+    "* *Merges, chosen on val at seed 0*: the registration names bench.baselines' grid (w = 0.5, 1.0, 1.5 for "
+    "linear and cat); bench.baselines chose by the mean normalised score, which conflict (no headroom: its teacher "
+    "cannot beat a base at 0.98-1.00) leaves undefined, so the choice here is the mean val accuracy over the two "
+    "domains (ties to the w nearer 1).",
+    "* *Arm 1 under its fall-back* (gate G1 failing twice, if it does): MOPD, RFT and the merges read the SFT-on-gold "
+    "adapters as the domains' teachers (the registration builds \"both domains' adapters\" that way and does not "
+    "name other teachers), and Mix-RL is reported at its last budget (400 steps) beside the SFT interference test.",
+    "* *Arm 1's second pair* (recall against memory, registered to run once if H1.1 is not shown on the first pair) "
+    "is `python -m bench.regimes --arm 1b`: the same table of methods, budgets and gate G1 (its memory teacher is "
+    "retrained in its own run folder, the same config and seeds as arm 1's). *Arm 3* is not run. Each arm's section "
+    "says which of its jobs finished.",
+    "* *The trainers' periodic evaluations are off* (`eval_every = 0`): every number below is the one evaluation "
+    "after training (greedy, test 200 and val 100 prompts per length, seed-0 prompts), as registered.",
+    "* *A method the trainer refuses at its registered budget* (RFT with no correct teacher sample) is recorded as "
+    "failed, with the trainer's message, not retuned.", ""]
+
+
+def render(out: Path, page_from: Path | None = None) -> Path:
+    """Rewrite the page's Results section (every arm, arm 2 first: the order they run) and the figures."""
+    data = Store(out / "regimes.json").read()
+    source = out / "regimes.md" if (out / "regimes.md").exists() else (page_from or DOCS / "regimes.md")
+    text = source.read_text()
+    head = text.split(RESULTS, 1)[0].rstrip() + "\n\n"
+    body = [RESULTS, "",
+            "Written by `python -m bench.regimes` from docs/regimes.json (every finished (arm, method, seed) job); "
+            "nothing above this section changed. Every sentence here that states an outcome names the table it "
+            "comes from; the decisions are the registered rules applied to the comparison tables.", ""]
+    body += DEVIATIONS
+    for a in (2, 1, "1b"):
+        if a != "1b" or Report(data, ARMS[a]).runs:   # the second pair runs only if H1.1 is not shown on the first
+            body += markdown(data, ARMS[a], figures(data, ARMS[a], out / "figures"))
+    body += ["### Arm 3: capacity", "", "**Not run**: the page registers it only after arms 1 and 2 are reported, "
+             "and the session that ran them had no time left for it.", ""]
+    page = out / "regimes.md"
+    page.write_text(head + "\n".join(body).rstrip() + "\n")
+    return page
+
+
+# ---------------------------------------------------------------------------------------------
+# the command
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--arm", choices=[str(a) for a in ARMS], default="2", help="1, 2, or 1b (arm 1's second pair)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--workers", type=int, default=1, help="processes of one torch thread each [default: 1]")
+    p.add_argument("--out", type=Path, default=None, help="where regimes.json, regimes.md and figures/ go "
+                   "[default: docs/, or a temporary-looking runs/regimes-quick/docs with --quick]")
+    p.add_argument("--quick", action="store_true", help="every method at a few steps (the smoke test)")
+    p.add_argument("--estimate", action="store_true", help="time a few steps of every method; train nothing")
+    p.add_argument("--render", action="store_true", help="the page and figures from the JSON only")
+    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--jobs", default="[]", help=argparse.SUPPRESS)
+    p.add_argument("--tried", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--claims", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--fallback", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.argv = list(argv) if argv is not None else None
+    args.out = args.out or (runs.RUNS_DIR / "regimes-quick" / "docs" if args.quick else DOCS)
+    torch.set_num_threads(1)
+    arm = {str(k): v for k, v in ARMS.items()}[args.arm]
+    if args.worker:
+        ctx = Context(arm, methods_for(arm, args.tried, args.fallback), args.quick, Store(args.out / "regimes.json"))
+        for k, s in json.loads(args.jobs):
+            if args.claims is None or claim(ctx.store, Path(args.claims), [k, s]):
+                run_job(ctx, k, s)
+        return None
+    if args.estimate:
+        return estimate(args, arm)
+    if not args.render:
+        run_arm(args, arm)
+    page = render(args.out)
+    print(f"wrote {page} and {args.out / 'figures'}")
+    return Store(args.out / "regimes.json").read()
+
+
+if __name__ == "__main__":
+    main()
