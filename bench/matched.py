@@ -446,8 +446,9 @@ def main(argv=None):
     saved = out / "matched.json"
     rep = {"command": command("bench.matched", argv), "machine": machine(), "plan": {**asdict(plan), "Ts": list(Ts)},
            "flops_formula": cost.FORMULA, "by_T": {}}
-    if not args.no_write and saved.exists() and not args.quick:   # resume: keep the T's already reported
-        rep["by_T"] = {k: v for k, v in json.loads(saved.read_text()).get("by_T", {}).items() if int(k) in Ts}
+    if not args.no_write and saved.exists() and not args.quick:   # resume: keep every T already reported,
+        rep["by_T"] = json.loads(saved.read_text()).get("by_T", {})  # those this command does not run included
+        rep["plan"]["Ts"] = sorted({*Ts, *map(int, rep["by_T"])})
 
     for T in Ts:
         declared = declare(plan, T, args.quick)
