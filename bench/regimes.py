@@ -42,7 +42,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 import mopd_mini as mm  # noqa: E402
-from mopd_mini import cost, runs, stats  # noqa: E402
+from mopd_mini import cost, plots, runs, stats  # noqa: E402
 from mopd_mini.adapters import BASE, atomic_write  # noqa: E402
 from mopd_mini.domains import get_domains  # noqa: E402
 from mopd_mini.merge import merge  # noqa: E402
@@ -876,65 +876,65 @@ def kl_positions(rep: Report) -> int:
                       for v in (r.get("kl_along") or {}).values()])
 
 
-def figures(data: dict, arm: Arm, folder: Path) -> list[str]:
+POSITIONS = ["start", "hop 1", "answer", ".", "end"]   # a depth-2 gold trace, token by token
+
+
+def _over_seeds(values: dict) -> dict:
+    """{"mean", "half" (95% t half-width; NaN below 2 seeds), "n"} of {seed: value}."""
+    p = stats.paired(list(values.values()), [0.0] * len(values))
+    return {"mean": p["diff"], "half": p["half"], "n": p["n"]}
+
+
+def view(data: dict, arm: Arm) -> dict:
+    """What the figures (plots.regime_*) draw, in plain numbers: the page's figures and notebook 07
+    draw the same dict, which render() stores in regimes.json["views"][arm]."""
     rep = Report(data, arm)
-    if not rep.runs:
+    out = {"arm": str(arm.number), "title": arm.title, "domains": list(arm.domains), "seeds": rep.seeds,
+           "parts": {d: {p: list(v) for p, v in parts.items()} for d, parts in rep.held.items()},
+           "positions": POSITIONS, "methods": {}, "kl": {}}
+    for k, m in rep.methods.items():
+        if k not in rep.runs:
+            continue
+        per = rep.runs[k]
+        first = next(iter(per.values()))
+        n = first["n"] or next((r["n"] for p in rep.runs.values() for r in p.values() if r["n"]), 0)
+        lifts = {d: rep.lift(k, d, rep.held[d]["all"]) for d in arm.domains}
+        out["methods"][k] = {
+            "label": m.label, "seeds": sorted(per),
+            "lift": {} if k == "base" else {d: {p: _over_seeds(rep.lift(k, d, rep.held[d][p])) for p in
+                                                ("held-in", "held-out", "all")} for d in arm.domains},
+            "mean_lift": None if k == "base" else _over_seeds({s: fmean(lifts[d][s] for d in arm.domains)
+                                                               for s in per}),
+            "pipeline_flops": fmean(cost.flops(rep.pipeline(k, s), first["N"], n) for s in per),
+            "by_length": {d: {str(L): fmean(acc(r, d, (L,)) for r in per.values()) for L in rep.held[d]["all"]}
+                          for d in arm.domains}}
+    for loss in ("pg", "topk", "kl"):
+        per = [r["kl_along"] for r in rep.runs.get(f"mopd_{loss}", {}).values() if r.get("kl_along")]
+        if not per or arm.number != 2:
+            continue
+        steps = sorted({int(s) for r in per for s in r}, key=int)
+        out["kl"][loss] = {}
+        for st in steps:
+            width = max(len(r[str(st)]["kl"]) for r in per if str(st) in r)
+            out["kl"][loss][str(st)] = [fmean(r[str(st)]["kl"][i] for r in per if str(st) in r and len(r[str(st)]["kl"]) > i)
+                                        for i in range(width)]
+    out["decisions"] = (decisions_arm2 if arm.number == 2 else decisions_arm1)(rep)[1] if rep.runs else {}
+    return out
+
+
+def figures(data: dict, arm: Arm, folder: Path) -> list[str]:
+    """The arm's figures, drawn by mopd_mini.plots from view(): lift by domain, lift against
+    pipeline FLOPs; for arm 2 accuracy by depth and the per-token KL early and late."""
+    v = view(data, arm)
+    if not v["methods"]:
         return []
     folder.mkdir(parents=True, exist_ok=True)
-    names = []
-    methods = [k for k in rep.methods if k in rep.runs and k != "base"]
-    fig, axes = plt.subplots(1, len(arm.domains), figsize=(5 + 1.2 * len(methods), 4), squeeze=False)
-    for ax, d in zip(axes[0], arm.domains):
-        for j, part in enumerate(("held-in", "held-out")):
-            vals = [rep.lift(k, d, rep.held[d][part]) for k in methods]
-            means = [stats.mean_sd(list(v.values()))[0] for v in vals]
-            halves = [stats.t975(len(v) - 1) * stats.mean_sd(list(v.values()))[1] / math.sqrt(len(v))
-                      if len(v) > 1 else 0 for v in vals]
-            ax.bar([i + 0.4 * j for i in range(len(methods))], means, 0.4, yerr=halves, capsize=3, label=part)
-        ax.axhline(0, color="k", lw=0.8)
-        ax.set_xticks([i + 0.2 for i in range(len(methods))], [rep.methods[k].label for k in methods],
-                      rotation=60, ha="right", fontsize=7)
-        ax.set_title(f"{d}: lift over the base (test), 95% interval over seeds", fontsize=9)
-        ax.set_ylabel("accuracy minus base")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    names.append(_save(fig, folder, f"regimes_arm{arm.number}_lift.png"))
+    drawn = [(plots.regime_lift(v), "lift"), (plots.regime_cost(v), "cost")]
     if arm.number == 2:
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for k in [k for k in rep.methods if k in rep.runs]:
-            per = rep.runs[k]
-            Ls = list(get_domains("chain")["chain"].eval_lengths)
-            ys = [fmean(acc(r, "chain", (L,)) for r in per.values()) for L in Ls]
-            ax.plot(Ls, ys, marker="o", label=rep.methods[k].label)
-        ax.axvspan(3.5, 5.5, color="0.9", zorder=0)
-        ax.set_xlabel("depth (4, 5 held out; 5 is a one-lookup shortcut)")
-        ax.set_ylabel("final-answer accuracy (test, mean over seeds)")
-        ax.set_xticks(Ls)
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        names.append(_save(fig, folder, "regimes_arm2_depth.png"))
-        kl = {loss: rep.runs.get(f"mopd_{loss}", {}) for loss in ("pg", "topk", "kl")}
-        if any(r.get("kl_along") for per in kl.values() for r in per.values()):
-            P = kl_positions(rep)
-            fig, axes = plt.subplots(1, 3, figsize=(11, 3.5), sharey=True)
-            for ax, (loss, per) in zip(axes, kl.items()):
-                steps = sorted({int(s) for r in per.values() if r.get("kl_along") for s in r["kl_along"]})
-                for st in steps[:1] + steps[-1:] if len(steps) > 1 else steps:
-                    ys = []
-                    for i in range(P):
-                        v = [r["kl_along"][str(st)]["kl"][i] for r in per.values() if r.get("kl_along")
-                             and str(st) in r["kl_along"] and len(r["kl_along"][str(st)]["kl"]) > i]
-                        ys.append(fmean(v) if v else float("nan"))
-                    ax.plot(range(P), ys, marker="o", label=f"step {st}")
-                ax.set_xticks(range(P), ["start", "hop 1", "answer", ".", "end"] + [f"+{i}" for i in range(1, P - 4)],
-                              fontsize=7)
-                ax.set_xlabel("position in the student's sample (depth-2 gold layout)", fontsize=7)
-                ax.set_title(f"MOPD {loss}: per-token KL, early vs late", fontsize=9)
-                ax.legend(fontsize=7)
-            axes[0].set_ylabel("reverse KL to the SFT teacher")
-            fig.tight_layout()
-            names.append(_save(fig, folder, "regimes_arm2_kl.png"))
-    return names
+        drawn.append((plots.regime_depth(v), "depth"))
+        if v["kl"]:
+            drawn.append((plots.regime_kl(v), "kl"))
+    return [_save(fig, folder, f"regimes_arm{arm.number}_{name}.png") for fig, name in drawn]
 
 
 def _save(fig, folder: Path, name: str) -> str:
@@ -1003,9 +1003,11 @@ def render(out: Path, page_from: Path | None = None) -> Path:
             "nothing above this section changed. Every sentence here that states an outcome names the table it "
             "comes from; the decisions are the registered rules applied to the comparison tables.", ""]
     body += DEVIATIONS
-    for a in (2, 1, "1b"):
-        if a != "1b" or Report(data, ARMS[a]).runs:   # the second pair runs only if H1.1 is not shown on the first
-            body += markdown(data, ARMS[a], figures(data, ARMS[a], out / "figures"))
+    shown = [a for a in (2, 1, "1b") if a != "1b" or Report(data, ARMS[a]).runs]   # the second pair runs only
+    for a in shown:                                                                  # if H1.1 is not shown on the first
+        body += markdown(data, ARMS[a], figures(data, ARMS[a], out / "figures"))
+    with Store(out / "regimes.json").edit() as stored:   # what the figures draw, for notebook 07
+        stored["views"] = {str(a): view(stored, ARMS[a]) for a in shown}
     body += ["### Arm 3: capacity", "", "**Not run**: the page registers it only after arms 1 and 2 are reported, "
              "and the session that ran them had no time left for it.", ""]
     page = out / "regimes.md"

@@ -11,6 +11,8 @@
     origin_curves(results)           each binding teacher, the KL and accuracy curves of both origins,
     rounds(summary)                  round 1 vs round 2 (normalised against round 1),
     ucmopd(summary)                  UCMOPD vs MOPD per domain with the kept fractions
+    regime_lift, regime_cost,        the regime study (notebook 07, docs/regimes.md): lift by domain,
+    regime_kl, regime_depth          lift against pipeline FLOPs, arm 2's per-token KL, accuracy by depth
     save(fig, "name")                PNG under figures/ (or any folder)
 
 Inputs are the plain dicts the library returns (evaluate tables, Run.metrics, Run.trace); these
@@ -467,5 +469,99 @@ def ucmopd(summary: dict):
                yticks=np.linspace(0, 1, 6), title=titles.get(setting, setting))
         ax.legend(fontsize=7, loc="upper left")
         ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# the regime study (notebook 07, docs/regimes.md): drawn from an arm's view, the dict that
+# bench.regimes stores in docs/regimes.json["views"][arm] (means and 95% t-intervals over seeds)
+# ---------------------------------------------------------------------------------------------
+
+
+def regime_lift(view: dict, title: str | None = None):
+    """One panel per domain: each method's test-accuracy lift over the base, held-in and held-out
+    lengths (or depths) side by side, with the 95% t-interval over the seeds as error bars."""
+    methods = [k for k in view["methods"] if view["methods"][k]["lift"]]
+    fig, axes = plt.subplots(1, len(view["domains"]), figsize=(3.2 + 0.95 * len(methods), 4.2) if
+                             len(view["domains"]) == 1 else (2 + 1.6 * len(methods), 4.2), squeeze=False, sharey=True)
+    x = np.arange(len(methods))
+    for ax, d in zip(axes[0], view["domains"]):
+        for j, part in enumerate(("held-in", "held-out")):
+            cells = [view["methods"][k]["lift"][d][part] for k in methods]
+            if not view["parts"][d][part]:
+                continue
+            ax.bar(x + 0.4 * j - 0.2, [c["mean"] for c in cells], 0.4, label=f"{part} ({', '.join(map(str, view['parts'][d][part]))})",
+                   yerr=[0 if c["half"] != c["half"] else c["half"] for c in cells], capsize=3)
+        ax.axhline(0, color="black", lw=0.7)
+        ax.set_xticks(x, [view["methods"][k]["label"] for k in methods], rotation=55, ha="right", fontsize=7)
+        ax.set_title(f"{d}", fontsize=10)
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("test accuracy minus the base's")
+    fig.suptitle(title or f"Arm {view['arm']}: lift over the base, mean and 95% interval over seeds {view['seeds']}",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def regime_cost(view: dict, title: str | None = None):
+    """Mean lift over the arm's domains (all lengths) against each method's whole-pipeline FLOPs
+    (the teachers it reads included), log x, 95% intervals over the seeds."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, (k, m) in enumerate(view["methods"].items()):
+        c = m.get("mean_lift")
+        if not c or not m.get("pipeline_flops"):
+            continue
+        ax.errorbar([m["pipeline_flops"]], [c["mean"]], yerr=[0 if c["half"] != c["half"] else c["half"]], fmt="o",
+                    color=_color(k, i), capsize=3)
+        ax.annotate(m["label"], (m["pipeline_flops"], c["mean"]), textcoords="offset points", xytext=(5, 3), fontsize=7)
+    ax.set_xscale("log")
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set(xlabel="whole-pipeline FLOPs (teachers included, log scale)",
+           ylabel=f"lift over the base, mean over {', '.join(view['domains'])}")
+    ax.grid(alpha=0.3, which="both")
+    ax.set_title(title or f"Arm {view['arm']}: what each method buys for its compute (seeds {view['seeds']})", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def regime_kl(view: dict, title: str | None = None):
+    """Arm 2: MOPD's per-token reverse KL to the teacher along the student's own sample, at the
+    first and the last tracked step, one panel per loss form (mean over the tracked prompts and seeds)."""
+    kl = view["kl"]
+    fig, axes = plt.subplots(1, len(kl), figsize=(3.8 * len(kl), 3.5), squeeze=False, sharey=True)
+    for ax, (loss, by_step) in zip(axes[0], kl.items()):
+        for step in (min(by_step, key=int), max(by_step, key=int)):
+            ys = by_step[step]
+            ax.plot(range(len(ys)), ys, marker="o", label=f"step {step}")
+        width = max(len(v) for v in by_step.values())
+        names = view.get("positions", [])
+        ax.set_xticks(range(width), [names[i] if i < len(names) else f"+{i - len(names) + 1}" for i in range(width)],
+                      fontsize=7)
+        ax.set_title(f"MOPD {loss}", fontsize=9)
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("per-token reverse KL to the teacher")
+    fig.suptitle(title or f"Where the dense signal lands (arm {view['arm']}, seeds {view['seeds']})", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def regime_depth(view: dict, title: str | None = None):
+    """Accuracy by length (or depth) for every method, mean over the seeds; held-out lengths shaded."""
+    fig, axes = plt.subplots(1, len(view["domains"]), figsize=(6.5 * len(view["domains"]), 4), squeeze=False)
+    for ax, d in zip(axes[0], view["domains"]):
+        for i, (k, m) in enumerate(view["methods"].items()):
+            by = m["by_length"].get(d)
+            if by:
+                Ls = sorted(by, key=int)
+                ax.plot([int(L) for L in Ls], [by[L] for L in Ls], marker="o", color=_color(k, i), label=m["label"])
+        for L in view["parts"][d]["held-out"]:
+            ax.axvspan(L - 0.5, L + 0.5, color="0.9", zorder=0)
+        ax.set(xlabel=f"{d}: length / depth (shaded: held out)", ylabel="test accuracy (mean over seeds)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.suptitle(title or f"Arm {view['arm']}: accuracy by length", fontsize=9)
     fig.tight_layout()
     return fig

@@ -219,7 +219,15 @@ def test_regimes_quick_runs_resumes_and_renders(monkeypatch, tmp_path):
     head = (Path(regimes.DOCS) / "regimes.md").read_text().split("## Results")[0]
     assert page.startswith(head.rstrip())                           # the pre-registration is untouched
     assert "### Arm 2" in page and "**H2.1**" in page and "**Gate G2**" in page and "paired per-seed" in page
-    assert {f.name for f in (out / "figures").iterdir()} == {f"regimes_arm2_{k}.png" for k in ("lift", "depth", "kl")}
+    assert {f.name for f in (out / "figures").iterdir()} == {f"regimes_arm2_{k}.png" for k in ("lift", "cost", "depth", "kl")}
+    view = json.loads((out / "regimes.json").read_text())["views"]["2"]   # what notebook 07 draws
+    lift = {s: regimes.acc(data["runs"][f"2|mopd_kl|{s}"], "chain", (2, 3, 4, 5))
+            - regimes.acc(data["runs"][f"2|base|{s}"], "chain", (2, 3, 4, 5)) for s in (0, 1)}
+    cell = view["methods"]["mopd_kl"]["lift"]["chain"]["all"]
+    assert cell["n"] == 2 and cell["mean"] == pytest.approx(sum(lift.values()) / 2)
+    assert view["methods"]["mopd_kl"]["pipeline_flops"] > view["methods"]["sft_teacher"]["pipeline_flops"] > 0
+    assert set(view["kl"]) == {"pg", "topk", "kl"} and set(view["kl"]["kl"]) == {"1", "2"}
+    assert set(view["decisions"]) == {"H2.1", "H2.2", "H2.3"} and view["parts"]["chain"]["held-out"] == [4, 5]
     monkeypatch.setattr(regimes, "run_job", lambda *a: (_ for _ in ()).throw(AssertionError("re-trained")))
     again = regimes.main(["--quick", "--quiet", "--arm", "2", "--seeds", "0", "1", "--out", str(out)])
     assert again["runs"]["2|mopd_kl|0"] == kl
