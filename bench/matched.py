@@ -293,8 +293,57 @@ def results_markdown(rep: dict) -> str:
             out.append(f"| {LABEL[best]} / {LABEL[b]} | {txt(r['flops'])} | {txt(r['stage_flops'])} | "
                        f"{txt(r['seconds'])} | {r['flops']['n']} | {'yes' if r['flops']['below_critique'] else 'no'} |")
         out.append("")
+    out += decisions_markdown(rep)
     out += ["![lift and normalised score against pipeline FLOPs](figures/matched_cost.png)", ""]
     return "\n".join(out) + "\n"
+
+
+def decisions(rep: dict) -> dict:
+    """The registered rules (the page's "Hypotheses", on the mean lift) applied to the T's run:
+    {"H1": ..., "H1'": ..., "H2": ..., "H3": ..., "by_T": {T: {comparison: paired}}}."""
+    by_T = {int(k): v for k, v in rep["by_T"].items()}
+    Ts = sorted(by_T)
+    comp = {T: {f"{a}-{b}": study.paired(v["rows"], a, b, "lift") for a, b in
+                (("mopd_kl", "mixrl"), ("mixrl", "mopd_kl"), ("mixrl", "mopd_pg"), ("mixrl", "mopd_topk"))}
+            for T, v in by_T.items()}
+    out = {"by_T": comp, "Ts": Ts}
+    resolved = {T: c["mopd_kl-mixrl"] for T, c in comp.items() if c["mopd_kl-mixrl"]["resolved"]}
+    out["H1"] = ("not resolved at any T run (" + ", ".join(map(str, Ts)) + ")" if not resolved else
+                 "contradicted at " + ", ".join(f"T = {T} (MOPD exact KL {'ahead' if p['diff'] > 0 else 'behind'})"
+                                                for T, p in resolved.items()))
+    ahead = all(comp[T][f"mixrl-{m}"]["lo"] > 0 for T in Ts for m in ("mopd_kl", "mopd_pg", "mopd_topk"))
+    out["H1'"] = ("supported" if ahead and set(Ts) >= {100, 200, 400} else
+                  "not supported" if not ahead else "not decided (not every T has run)")
+    if {100, 400} <= set(Ts):
+        a, b = comp[100]["mopd_kl-mixrl"], comp[400]["mopd_kl-mixrl"]
+        out["H2"] = ("supported" if a["resolved"] and b["resolved"] and (a["diff"] > 0) != (b["diff"] > 0) else
+                     "not resolved (signs differ, intervals do not exclude 0)" if (a["diff"] > 0) != (b["diff"] > 0)
+                     else "not supported (the same sign at T = 100 and 400)")
+    else:
+        out["H2"] = "not decided (T = 100 and 400 are both needed)"
+    h3 = {}
+    for T, v in by_T.items():
+        best = max(STUDENTS, key=lambda m: stats.mean_sd([p["lift"]["mean"] for p in v["rows"][m].values()])[0])
+        r = cost_ratio(v["rows"], best, "rft")
+        h3[T] = f"{'supported' if r['below_critique'] else 'not supported'} ({LABEL[best]} / RFT, {r['n']} seeds)"
+    out["H3"] = "; ".join(f"T = {T}: {d}" for T, d in sorted(h3.items())) or "not decided"
+    return out
+
+
+def decisions_markdown(rep: dict) -> list[str]:
+    d = decisions(rep)
+    txt = lambda p: stats.interval_text(p) + (" (resolved)" if p["resolved"] else " (not resolved)")  # noqa: E731
+    lines = ["### Decisions against the registered hypotheses", "",
+             "The rules of \"Hypotheses\" above, applied to the tables above (mean lift, paired by seed, 95% "
+             "t-intervals). H4 is descriptive: read it from the rows across T.", "",
+             "| T | MOPD exact KL minus Mix-RL | Mix-RL minus MOPD exact KL | Mix-RL minus MOPD-PG | Mix-RL minus MOPD-Top-k |",
+             "| --- | --- | --- | --- | --- |"]
+    for T in d["Ts"]:
+        c = d["by_T"][T]
+        lines.append(f"| {T} | {txt(c['mopd_kl-mixrl'])} | {txt(c['mixrl-mopd_kl'])} | {txt(c['mixrl-mopd_pg'])} | "
+                     f"{txt(c['mixrl-mopd_topk'])} |")
+    lines += ["", *(f"* **{h}**: {d[h]}" for h in ("H1", "H1'", "H2", "H3")), ""]
+    return lines
 
 
 def figure(rep: dict, folder: Path) -> None:
