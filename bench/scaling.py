@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -67,8 +66,7 @@ def ratio_interval(a: list[float], b: list[float]) -> tuple[float, float]:
     """Median of the per-repetition ratios a/b and the half-width of the 95% t-interval of their
     mean (NaN with one repetition): how well the repetitions pin the ratio down."""
     r = [x / y for x, y in zip(a, b)]
-    half = stats.t975(len(r) - 1) * statistics.stdev(r) / math.sqrt(len(r)) if len(r) > 1 else float("nan")
-    return median(r), half
+    return median(r), stats.t_half_width(r)
 
 
 def log_ticks(ax, xs, y: bool = False) -> None:
