@@ -45,7 +45,7 @@ import torch
 from mopd_mini import stats
 from mopd_mini.adapters import atomic_write
 
-from .common import (ROOT, Steps, copies, copy_name, gb, machine, make_bank, median, ms, print_and_write,
+from .common import (ROOT, Steps, copies, copy_name, gb, machine, make_bank, median, ms, print_and_write, pyplot,
                      section_head, set_threads, side_by_side, step_examples)
 
 FIGURES = ROOT / "docs" / "figures"
@@ -226,10 +226,7 @@ def teachers_curve(args) -> dict:
 
 
 def report_teachers(res: dict, args, argv) -> tuple[str, dict, dict]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     lines = [section_head("How the cost grows with N teachers on one base", "bench.scaling", argv=argv), "",
              f"N domains (copies of binding under distinct routing tags), each routed to its own teacher adapter, "
@@ -445,10 +442,7 @@ def length_curve(args) -> dict:
 
 
 def report_length(res: dict, args, argv) -> tuple[str, dict, dict]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     Cs = res["C"]
     lines = [section_head("How the cost grows with the completion length", "bench.scaling", argv=argv), "",
@@ -542,10 +536,7 @@ def batch_curve(args) -> dict:
 
 
 def report_batch(res: dict, args, argv) -> tuple[str, dict, dict]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     Bs = res["B"]
     lines = [section_head("How the cost grows with the batch", "bench.scaling", argv=argv), "",
