@@ -135,6 +135,17 @@ def side_by_side(fns: dict, reps: int, warmup: int = 1, before_each=None, after_
     return times
 
 
+def pyplot():
+    """matplotlib.pyplot on the headless Agg backend (the benches only save figures), imported when
+    a report first draws rather than when its module loads."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def median(xs) -> float:
     return statistics.median(xs)
 

@@ -477,10 +477,6 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
     def goal_text(goal: float, batch=None) -> str:
         return f">= {GOAL_OF_CEILING:g} x ceiling = {goal:.2f}x" if batch is not None else f">= {goal:g}x"
 
-    def half(xs) -> float:
-        """Half-width of the 95% t-interval of the mean per-repetition ratio (the repetitions' spread)."""
-        return stats.t975(len(xs) - 1) * statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else float("nan")
-
     def row(name: str, r: dict, goal: float | None, batch=None, trl_note: str = "") -> tuple[float, float]:
         wall, cpu = median(r["ratio"]["wall"]), median(r["ratio"]["cpu"])
         reps = {c: ", ".join(f"{x:.2f}" for x in r["ratio"][c]) for c in CLOCKS}
@@ -496,7 +492,7 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
         wall, cpu = row(f"one teacher (binding), batch {batch}", r, goal, batch)
         figures[f"TRL step / this library's, one teacher, batch {batch}"] = {
             "goal": goal_text(goal, batch) if goal else "(no ceiling measured)",
-            "measured": f"{wall:.2f}x (± {half(r['ratio']['wall']):.2f})",
+            "measured": f"{wall:.2f}x (± {stats.t_half_width(r['ratio']['wall']):.2f})",
             "ok": wall >= goal if goal else None}
         figures[f"TRL step / this library's, one teacher, batch {batch}, CPU time"] = {
             "goal": "(reported)", "measured": f"{cpu:.2f}x", "ok": None}
@@ -504,7 +500,7 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
         wall, cpu = row("two teachers, 8 prompts each: routed step vs two TRL trainers (one per teacher)", res["two"],
                         GOAL_TWO, trl_note=", both trainers' steps")
         figures["TRL (two trainers) / this library's routed step, two teachers"] = {
-            "goal": f">= {GOAL_TWO:g}x", "measured": f"{wall:.2f}x (± {half(res['two']['ratio']['wall']):.2f})",
+            "goal": f">= {GOAL_TWO:g}x", "measured": f"{wall:.2f}x (± {stats.t_half_width(res['two']['ratio']['wall']):.2f})",
             "ok": wall >= GOAL_TWO}
         figures["TRL (two trainers) / this library's routed step, two teachers, CPU time"] = {
             "goal": "(reported)", "measured": f"{cpu:.2f}x", "ok": None}

@@ -96,7 +96,7 @@ def table(res: dict, label: str) -> tuple[list[str], dict]:
     default = f"{res['default']} (default)"
     r = t.ratio(default, "one teacher")
     per_rep = [a / b for a, b in zip(t.cpu[default], t.cpu["one teacher"])]
-    half = stats.t975(len(per_rep) - 1) * statistics.stdev(per_rep) / math.sqrt(len(per_rep)) if len(per_rep) > 1 else math.inf
+    half = stats.t_half_width(per_rep) if len(per_rep) > 1 else math.inf
     resolved = half <= RESOLVE
     lines += ["", f"Spread over the {len(per_rep)} repetitions: {default} / one teacher (CPU) from "
               f"{min(per_rep):.3f}x to {max(per_rep):.3f}x, mean {statistics.fmean(per_rep):.3f}x ± {half:.3f} (95% "

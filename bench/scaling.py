@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -46,7 +45,7 @@ import torch
 from mopd_mini import stats
 from mopd_mini.adapters import atomic_write
 
-from .common import (ROOT, Steps, copies, copy_name, gb, machine, make_bank, median, ms, print_and_write,
+from .common import (ROOT, Steps, copies, copy_name, gb, machine, make_bank, median, ms, print_and_write, pyplot,
                      section_head, set_threads, side_by_side, step_examples)
 
 FIGURES = ROOT / "docs" / "figures"
@@ -67,8 +66,7 @@ def ratio_interval(a: list[float], b: list[float]) -> tuple[float, float]:
     """Median of the per-repetition ratios a/b and the half-width of the 95% t-interval of their
     mean (NaN with one repetition): how well the repetitions pin the ratio down."""
     r = [x / y for x, y in zip(a, b)]
-    half = stats.t975(len(r) - 1) * statistics.stdev(r) / math.sqrt(len(r)) if len(r) > 1 else float("nan")
-    return median(r), half
+    return median(r), stats.t_half_width(r)
 
 
 def log_ticks(ax, xs, y: bool = False) -> None:
@@ -228,10 +226,7 @@ def teachers_curve(args) -> dict:
 
 
 def report_teachers(res: dict, args, argv) -> tuple[str, dict, dict]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     lines = [section_head("How the cost grows with N teachers on one base", "bench.scaling", argv=argv), "",
              f"N domains (copies of binding under distinct routing tags), each routed to its own teacher adapter, "
@@ -447,10 +442,7 @@ def length_curve(args) -> dict:
 
 
 def report_length(res: dict, args, argv) -> tuple[str, dict, dict]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     Cs = res["C"]
     lines = [section_head("How the cost grows with the completion length", "bench.scaling", argv=argv), "",
@@ -544,10 +536,7 @@ def batch_curve(args) -> dict:
 
 
 def report_batch(res: dict, args, argv) -> tuple[str, dict, dict]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     Bs = res["B"]
     lines = [section_head("How the cost grows with the batch", "bench.scaling", argv=argv), "",

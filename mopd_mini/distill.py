@@ -220,7 +220,16 @@ def ucmopd_objective(cfg: MOPDConfig, step: int, student_logits, rollout: Rollou
     """mopd_objective on the tokens UCMOPD keeps: (loss, info, per-domain metrics).
 
     Rows [0, anchors) are the anchors, one per prompt; rows after them (golden gain) are each
-    prompt's m exploration samples, prompt by prompt."""
+    prompt's m exploration samples, prompt by prompt.
+
+    The wiring (tests/test_ucmopd.py computes a case by hand): both filters read the UNCLIPPED
+    advantage A_t = log pi_T(y_t) - log pi_S(y_t) under the student's temperature-1 log-probs (not
+    the sampler's). Golden-Gain first keeps or drops whole rows, each row's density taken over all
+    of its completion tokens; Teacher-Endorsement then masks tokens of the rows kept (`tef_masked`
+    is a share of those). The loss is the chosen form's `masked_mean` over the KEPT tokens: each
+    row's mean over its kept tokens, then the mean over the rows that keep any. The paper's 1/T
+    reads as the full completion length; this averages over the kept ones. The mask applies to
+    MOPD-Top-k and the exact KL as well as MOPD-PG: an extension beyond the paper."""
     ids, mask = rollout.completion_ids, rollout.completion_mask              # (B, C)
     with torch.no_grad():
         student_logprobs = token_logprobs(student_logits, ids)               # (B, C) at temperature 1

@@ -46,6 +46,15 @@ def mean_sd(values) -> tuple[float, float]:
     return m, math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
 
 
+def t_half_width(values) -> float:
+    """The half-width of the 95% t-interval of the mean of the values that are not None or NaN,
+    t_{0.975, n-1} · sd / sqrt(n) with the sample std (ddof = 1); NaN with fewer than two values."""
+    vals = _finite(values)
+    if len(vals) < 2:
+        return float("nan")
+    return t975(len(vals) - 1) * mean_sd(vals)[1] / math.sqrt(len(vals))
+
+
 def paired(a: Mapping | Sequence, b: Mapping | Sequence) -> dict:
     """The paired per-seed comparison of a - b.
 
@@ -63,8 +72,7 @@ def paired(a: Mapping | Sequence, b: Mapping | Sequence) -> dict:
             raise ValueError(f"paired sequences must have one value per seed each: {len(a)} vs {len(b)}")
         pairs = list(zip(a, b))
     diffs = _finite(x - y for x, y in pairs if x is not None and y is not None)
-    m, sd = mean_sd(diffs)
-    half = t975(len(diffs) - 1) * sd / math.sqrt(len(diffs)) if len(diffs) >= 2 else float("nan")
+    m, half = mean_sd(diffs)[0], t_half_width(diffs)
     resolved = not math.isnan(half) and (m - half > 0 or m + half < 0)
     return {"diff": m, "half": half, "lo": m - half, "hi": m + half, "n": len(diffs),
             "resolved": resolved, "per_seed": diffs}

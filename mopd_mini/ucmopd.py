@@ -23,6 +23,11 @@ Teacher-Endorsement Filtering (which tokens the student learns from):
     endorses it; a token it should lower (A_t < 0) only as often as the teacher does NOT: an
     untypical token that the teacher merely likes more than the student is mostly skipped, and a
     typical one that the student over-weights is pushed down less often.
+
+How the trainer applies them (`distill.ucmopd_objective`, whose docstring has the order): the
+loss averages over the KEPT tokens (each row's mean over its kept tokens, `losses.masked_mean`),
+where the paper's 1/T reads as the full length; and the mask also applies to MOPD-Top-k and the
+exact KL, an extension beyond the paper.
 """
 
 from __future__ import annotations

@@ -46,3 +46,20 @@ def test_paired_refuses_mismatched_inputs():
     one = stats.paired([1.0], [0.5])
     assert one["n"] == 1 and math.isnan(one["half"]) and not one["resolved"]
     assert stats.interval_text(one) == "+0.500"
+
+
+def test_t_half_width_by_hand_and_as_the_benches_computed_it():
+    # 1, 2, 3: sd 1, so the half-width is t_{0.975, 2} / sqrt(3)
+    assert stats.t_half_width([1.0, 2.0, 3.0]) == pytest.approx(4.303 / math.sqrt(3))
+    assert stats.t_half_width([1.0, None, 2.0, float("nan"), 3.0]) == stats.t_half_width([1.0, 2.0, 3.0])
+    assert math.isnan(stats.t_half_width([0.9])) and math.isnan(stats.t_half_width([]))
+    # the formula bench.scaling, bench.routing and bench.peers each wrote out before they shared this one
+    import random
+    import statistics
+    rng = random.Random(0)
+    for n in (2, 3, 15, 40):
+        xs = [rng.uniform(0.8, 1.2) for _ in range(n)]
+        assert stats.t_half_width(xs) == pytest.approx(stats.t975(n - 1) * statistics.stdev(xs) / math.sqrt(n),
+                                                       rel=1e-12)
+    p = stats.paired([1.06, 1.02, 1.18], [1.0, 1.0, 1.0])
+    assert p["half"] == stats.t_half_width(p["per_seed"])

@@ -19,6 +19,7 @@ import math
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -53,7 +54,10 @@ if __name__ == "__main__":  # write the reference from whatever mopd_mini is on 
     sys.exit(0)
 
 from mopd_mini import AdapterBank, MOPDConfig, teachers, train_student  # noqa: E402
-from mopd_mini.rollout import completion_logits, sample  # noqa: E402
+from mopd_mini.distill import ucmopd_objective  # noqa: E402
+from mopd_mini.losses import reverse_kl, topk_reverse_kl  # noqa: E402
+from mopd_mini.teachers import TeacherScores  # noqa: E402
+from mopd_mini.rollout import Rollout, completion_logits, sample  # noqa: E402
 from mopd_mini.ucmopd import (Endorsement, GoldenGain, endorsement_keep_prob, endorsement_mask,  # noqa: E402
                               entropy, golden_gain_keep, positive_advantage_density)
 
@@ -183,6 +187,90 @@ def test_endorsement_mask_rate_is_binomial_and_seeded():
 # ---------------------------------------------------------------------------------------------
 # the trainer with the options on
 # ---------------------------------------------------------------------------------------------
+
+
+def hand_case():
+    """2 prompts x (anchor + 1 exploration), 3 completion tokens, 4 vocabulary tokens; every
+    sampled token is id 0. Each token is given (log pi_S(y), log pi_T(y), typical?): typical = y is
+    the teacher's argmax, so cll >= 0 and s = 1; untypical = log pi_T(y) = -40, so s < 1e-16.
+    Endorsement keeps an A > 0 token iff typical and an A < 0 token iff untypical, whatever the
+    seed: the masks below are fixed by the case, not by the draw."""
+    T, U = True, False
+    tokens = [  # rows: anchor p0 (binding), anchor p1 (recall), exploration of p0, exploration of p1
+        [(-0.8, -0.3, T), (-45.5, -40.0, U), (-0.2, -0.7, T)],    # A = +0.5, +5.5, -0.5
+        [(-0.8, -0.3, T), (-39.5, -40.0, U), (-1.0, -1.0, T)],    # A = +0.5, -0.5, (padding)
+        [(-2.7, -0.2, T), (-39.0, -40.0, U), (-2.7, -0.2, T)],    # A = +2.5, -1.0, +2.5
+        [(-1.2, -0.2, T), (-40.2, -40.0, U), (-0.2, -0.5, T)],    # A = +1.0, +0.2, -0.3
+    ]
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 1, 1], [1, 1, 1]])
+
+    def dist(logp):  # log of a distribution over 4 tokens with p(0) = exp(logp), the rest equal
+        p0 = math.exp(logp)
+        return [math.log(p0)] + [math.log((1 - p0) / 3)] * 3
+
+    student_logits = torch.tensor([[dist(s) for s, _, _ in row] for row in tokens], requires_grad=True)
+    teacher_logits = torch.tensor([[dist(q) for _, q, _ in row] for row in tokens])
+    teacher_logprobs = teacher_logits.log_softmax(-1)
+    B, C = mask.shape
+    rollout = Rollout(input_ids=torch.zeros(B, 1 + C, dtype=torch.long), attention_mask=torch.ones(B, 1 + C),
+                      completion_mask=mask, prompt_len=1,
+                      examples=[SimpleNamespace(task=d) for d in ("binding", "recall", "binding", "recall")],
+                      sample_logprobs=torch.zeros(B, C),   # the sampler's: ucmopd must not read them
+                      ended=torch.ones(B, dtype=torch.bool))
+    top = teacher_logprobs.topk(2, dim=-1)
+    teacher = TeacherScores(logprobs=teacher_logprobs[..., 0], topk_ids=top.indices, topk_logprobs=top.values,
+                            logits=teacher_logits)
+    log_s = torch.tensor([[s for s, _, _ in row] for row in tokens])
+    return rollout, teacher, student_logits, log_s, mask
+
+
+def test_ucmopd_objective_wiring_by_hand():
+    """Which advantage the filters read, in which order, and what the loss divides by.
+
+    Densities r(y) over every completion token, with the UNCLIPPED advantage: anchor p0 (0.5 +
+    5.5) / 2 = 3; its exploration (2.5 + 2.5) / 2 = 2.5 < 3: dropped. Anchor p1 0.5; its exploration
+    (1.0 + 0.2) / 2 = 0.6 >= 0.5: kept. Each wrong wiring keeps the p0 exploration instead: the
+    clipped advantage (clip 1: 0.75 against 1), the sampler's log-probs (all densities 0), or the
+    density taken after the endorsement mask (anchor p0 keeps only its +0.5 token: 0.5 against 2.5).
+    Then endorsement on the kept rows: anchor p0 keeps token 0 (its +5.5 token is untypical, its
+    -0.5 typical); anchor p1 keeps both (+0.5 typical, -0.5 untypical); exploration p1 keeps token 0.
+    """
+    rollout, teacher, student_logits, log_s, mask = hand_case()
+    cfg = MOPDConfig(loss="pg", clip=1.0, golden_gain=GoldenGain(samples=1), endorsement=Endorsement(), seed=3)
+    loss, info, row = ucmopd_objective(cfg, 0, student_logits, rollout, teacher, anchors=2)
+
+    torch.testing.assert_close(log_s, info["student_logprob"], rtol=0, atol=1e-5)   # the case is as built
+    assert row["gg_kept/binding"] == 0.0 and row["gg_kept/recall"] == 1.0 and row["gg_kept"] == 0.5
+    # endorsement counts its drops among the tokens golden gain kept (GG first): binding 3 tokens,
+    # 1 kept; recall 2 + 3, 3 kept. (Over every completion token it would read 5/6 and 7/11.)
+    assert row["tef_masked/binding"] == pytest.approx(2 / 3)
+    assert row["tef_masked/recall"] == pytest.approx(2 / 5)
+    assert row["tef_masked"] == pytest.approx(4 / 8)
+
+    # MOPD-PG on the kept tokens: -clip(A_t, -1, 1) * log pi_S(y_t), each row's mean over its kept
+    # tokens, then the mean over the 3 rows that keep any
+    anchor0 = [0.5 * -0.8]                        # kept: token 0 (A = +0.5)
+    anchor1 = [0.5 * -0.8, -0.5 * -39.5]          # kept: tokens 0 (A = +0.5) and 1 (A = -0.5)
+    explore1 = [1.0 * -1.2]                       # kept: token 0 (A = +1.0, at the clip)
+    kept = [anchor0, anchor1, explore1]
+    by_hand = -sum(sum(r) / len(r) for r in kept) / 3                         # -8.075 / 3
+    assert loss.item() == pytest.approx(by_hand, abs=1e-4)
+    # the normalisers it is not, each a different number here
+    full_length = -(sum(anchor0) / 3 + sum(anchor1) / 2 + sum(explore1) / 3) / 3   # the paper's 1/T
+    every_row = -sum(sum(r) / len(r) for r in kept) / 4                       # the dropped row counted
+    token_mean = -sum(map(sum, kept)) / 4                                     # one mean over the batch
+    for wrong in (full_length, every_row, token_mean):
+        assert abs(loss.item() - wrong) > 0.3
+
+    # the same kept mask for MOPD-Top-k and the exact KL (the extension beyond the paper)
+    keep = torch.tensor([[1, 0, 0], [1, 1, 0], [0, 0, 0], [1, 0, 0]])
+    for form, objective in (("kl", lambda m: reverse_kl(student_logits, teacher.logits, m)[0]),
+                            ("topk", lambda m: topk_reverse_kl(student_logits, teacher.topk_ids,
+                                                               teacher.topk_logprobs, m)[0])):
+        loss, _, _ = ucmopd_objective(replace(cfg, loss=form), 0, student_logits, rollout, teacher, anchors=2)
+        torch.testing.assert_close(loss, objective(keep))
+        assert abs(loss.item() - objective(mask).item()) > 1e-3        # the mask changes it
+
 
 
 @pytest.mark.parametrize("loss", ["pg", "topk"])
