@@ -907,8 +907,8 @@ POSITIONS = ["start", "hop 1", "answer", ".", "end"]   # a depth-2 gold trace, t
 
 def _over_seeds(values: dict) -> dict:
     """{"mean", "half" (95% t half-width; NaN below 2 seeds), "n"} of {seed: value}."""
-    p = stats.paired(list(values.values()), [0.0] * len(values))
-    return {"mean": p["diff"], "half": p["half"], "n": p["n"]}
+    vals = list(values.values())
+    return {"mean": stats.mean_sd(vals)[0], "half": stats.t_half_width(vals), "n": sum(v == v for v in vals)}
 
 
 def view(data: dict, arm: Arm) -> dict:
