@@ -526,3 +526,15 @@ def env(**values):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def above_header(text: str, header: str) -> str:
+    """`text` above its first line that is exactly `header` (a page's results section, which a
+    bench rewrites), the whole text if there is none. A mention of the header inside a sentence
+    (e.g. "appends a `## Results` section") is not the header: splitting on the bare string would
+    cut the page there and lose what follows (it did, once, to docs/matched.md's pre-registration)."""
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.rstrip("\n") == header:
+            return "".join(lines[:i])
+    return text

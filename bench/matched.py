@@ -53,7 +53,7 @@ from mopd_mini.adapters import atomic_write  # noqa: E402
 
 from . import baselines, study  # noqa: E402
 from .baselines import DOMAINS, LABEL, MERGES  # noqa: E402
-from .common import command, machine, machine_line  # noqa: E402
+from .common import above_header, command, machine, machine_line  # noqa: E402
 
 DOCS = Path("docs")
 EXPERIMENT = "matched"
@@ -368,7 +368,7 @@ def write(rep: dict, docs: Path = DOCS) -> None:
     atomic_write(docs / "matched.json", json.dumps(rep, indent=1, default=str).encode())
     figure(rep, docs / "figures")
     page = docs / "matched.md"
-    head = page.read_text().split(RESULTS)[0].rstrip() + "\n\n" if page.exists() else "# Matched RL budgets\n\n"
+    head = above_header(page.read_text(), RESULTS).rstrip() + "\n\n" if page.exists() else "# Matched RL budgets\n\n"
     page.write_text(head + results_markdown(rep))
 
 

@@ -49,7 +49,7 @@ from mopd_mini.merge import merge  # noqa: E402
 from mopd_mini.offline import OfflineConfig, collect, gold, train_offline  # noqa: E402
 from mopd_mini.regimes import starting_points  # noqa: E402
 
-from .common import command, in_processes, machine, machine_line  # noqa: E402
+from .common import above_header, command, in_processes, machine, machine_line  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -1062,7 +1062,7 @@ def render(out: Path, page_from: Path | None = None) -> Path:
     data = Store(out / "regimes.json").read()
     source = out / "regimes.md" if (out / "regimes.md").exists() else (page_from or DOCS / "regimes.md")
     text = source.read_text()
-    head = text.split(RESULTS, 1)[0].rstrip() + "\n\n"
+    head = above_header(text, RESULTS).rstrip() + "\n\n"
     body = [RESULTS, "",
             "Written by `python -m bench.regimes` from docs/regimes.json (every finished (arm, method, seed) job); "
             "nothing above this section changed. Every sentence here that states an outcome names the table it "

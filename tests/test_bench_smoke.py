@@ -258,3 +258,15 @@ def test_regimes_table_applies_the_registered_gates():
     assert regimes.decide({"n": 3, "half": 0.1, "lo": 0.05, "hi": 0.25}, above=0.0) == "supported"
     assert regimes.decide({"n": 3, "half": 0.1, "lo": -0.3, "hi": -0.1}, above=-0.05) == "refuted"
     assert regimes.decide({"n": 3, "half": 0.1, "lo": -0.1, "hi": 0.1}, below=0.0) == "not resolved"
+
+
+def test_a_results_header_mentioned_in_a_sentence_does_not_cut_the_page():
+    """The benches rewrite a page below its "## Results" line only: the pre-registration above may
+    mention the header in a sentence (docs/matched.md does), and must come back whole."""
+    common = importlib.import_module("bench.common")
+    page = "# Study\n\nWhen it runs, it appends a `## Results` section.\n\n## Why\n\ntext\n\n## Results\n\nold\n"
+    assert common.above_header(page, "## Results") == page.split("\n## Results\n")[0] + "\n"
+    assert "## Why" in common.above_header(page, "## Results")
+    assert common.above_header("no results yet\n", "## Results") == "no results yet\n"
+    registered = (Path(__file__).parents[1] / "docs" / "matched.md").read_text()
+    assert "## Tuning: the same effort for every method" in common.above_header(registered, "## Results")
