@@ -418,7 +418,8 @@ def markdown(rep: dict) -> str:
             f"stage had {P['steps']} steps = {P['steps'] * P['per_domain'] * 8:,} samples per domain, "
             f"**{rl_ratio:.1f}x** the teachers' RL. So Mix-RL's place against MOPD here mixes the method with a larger "
             "RL budget; a comparison at the same per-domain RL budget is not on this page: it is "
-            "[docs/matched.md](matched.md), pre-registered before it runs. "
+            "[docs/matched.md](matched.md), pre-registered before it ran, whose Results section compares every method "
+            "at equal RL budgets (its tables supersede this page's ranking for that question). "
             "A score above 1 means better than that domain's teacher"
             + (f" ({', '.join(above)} here)" if above else "") + ", which RL on the reward can reach and a "
             "distilled student, capped by its teachers, is not expected to.",

@@ -1010,7 +1010,9 @@ READING = {   # hand-written for the recorded runs (2026-12-02); each sentence n
         "KL table). MOPD Top-k scores 0.000 at every depth on every seed and MOPD-PG 0.128 ± 0.017 overall (chain "
         "accuracy table), at the preset learning rate.",
         "* Off-policy SFT on the teacher's sampled traces reaches 0.975 ± 0.026 held-in (chain accuracy table) at "
-        "0.82x MOPD exact KL's pipeline FLOPs (4.29e+11 against 5.24e+11, cost table).", ""],
+        "0.82x MOPD exact KL's pipeline FLOPs (4.29e+11 against 5.24e+11, cost table).",
+        "* The 5-seed check keeps every decision (5-seed table): H2.1 supported (-0.143 ± 0.020), H2.2 not resolved "
+        "(-0.102 ± 0.275), H2.3 not resolved (+0.087 ± 0.287).", ""],
     1: ["**Reading** (hand-written for the runs recorded on 2026-12-02, from this arm's tables):", "",
         "* Interference in H1.1's sense is not shown: Mix-RL minus each teacher is -0.000 ± 0.002 on conflict and "
         "-0.070 ± 0.879 on memory (comparison table). What the tables do show is the memory teacher losing conflict: "
