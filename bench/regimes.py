@@ -589,6 +589,11 @@ class Report:
     def per_seed(self, method: str, domain: str, lengths, key: str = "acc") -> dict:
         return {s: acc(r, domain, lengths, key) for s, r in self.runs.get(method, {}).items()}
 
+    def lora_n(self, method: str) -> int:
+        """The trained adapter's parameter count of `method` (a merge or the base: any run's, for FLOPs)."""
+        first = next(iter(self.runs[method].values()))
+        return first["n"] or next((r["n"] for p in self.runs.values() for r in p.values() if r["n"]), 0)
+
     def lift(self, method: str, domain: str, lengths) -> dict:
         base = self.per_seed("base", domain, lengths)
         b = next(iter(base.values()), float("nan"))   # greedy: the base is the same at every seed
@@ -691,7 +696,7 @@ def cost_table(rep: Report) -> list[str]:
             continue
         first = next(iter(per.values()))
         N = first["N"]
-        n = first["n"] or next((r["n"] for p in rep.runs.values() for r in p.values() if r["n"]), 0)
+        n = rep.lora_n(k)
 
         def mean(f):
             return fmean(f(s, r) for s, r in per.items())
@@ -745,6 +750,11 @@ def decisions_arm2(rep: Report) -> tuple[list[str], dict]:
             if primary:
                 out["H2.3"] = v
     return rows, out
+
+
+def decisions(rep: Report) -> tuple[list[str], dict]:
+    """The arm's registered comparisons: (the table's rows, {hypothesis: decision})."""
+    return (decisions_arm2 if rep.arm.number == 2 else decisions_arm1)(rep)
 
 
 def decisions_arm1(rep: Report) -> tuple[list[str], dict]:
@@ -842,13 +852,13 @@ def markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
                       f"{k} w = {v['w']:g} (val " + ", ".join(f"{w}: {a:.3f}" for w, a in v["val"].items()) + ")"
                       for k, v in merges.items()), ""]
     lines += accuracy_table(rep) + depth_table(rep)
-    rows, out = (decisions_arm2 if arm.number == 2 else decisions_arm1)(rep)
+    rows, out = decisions(rep)
     lines += ["Pre-registered comparisons: paired per-seed differences, mean ± 95% t half-width [interval] "
               "(`mopd_mini.stats.paired`, t = 4.30 with 3 seeds), on test accuracy (the mean over the lengths named).",
               "", "| comparison | difference | rule | decision |", "| --- | --- | --- | --- |", *rows, "",
               "Decisions against the hypotheses as registered (from the table above): "
               + "; ".join(f"**{h}** {v}" for h, v in out.items()) + ".", ""]
-    lines += five_seed_check(data, arm)
+    lines += five_seed_check(data, arm, out)
     lines += READING.get(arm.number, [])
     lines += cost_table(rep)
     if arm.number == 2 and "mopd_kl" in rep.runs:
@@ -857,7 +867,7 @@ def markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
     return lines
 
 
-def five_seed_check(data: dict, arm: Arm) -> list[str]:
+def five_seed_check(data: dict, arm: Arm, registered: dict) -> list[str]:
     """The comparisons again over every recorded seed, when there are more than the registered 3
     (issue 23's rule: five seeds before a comparison is stated as a finding in a notebook summary or
     the README). The registered decisions above stay those of seeds 0, 1, 2."""
@@ -866,9 +876,9 @@ def five_seed_check(data: dict, arm: Arm) -> list[str]:
     if not extra:
         return []
     complete = [k for k in rep.methods if set(rep.runs.get(k, {})) >= set(rep.seeds)]
-    rows, out = (decisions_arm2 if arm.number == 2 else decisions_arm1)(rep)
+    rows, out = decisions(rep)
     if arm.number != 2:   # the registered run's H1.2 / H1.3 comparisons, descriptive here if H1.1 is not shown again
-        shown = [d for d in arm.domains if f"on {d}" in decisions_arm1(Report(data, arm))[1]["H1.1"]
+        shown = [d for d in arm.domains if f"on {d}" in registered["H1.1"]
                  and f"on {d}" not in out["H1.1"]]
         for d in shown:
             for a, b in (("mopd_kl", "mixrl"), ("rft", "mixrl"), ("mopd_kl", "rft"), ("mopd_kl", arm.teacher_of[d])):
@@ -943,7 +953,7 @@ def view(data: dict, arm: Arm) -> dict:
             continue
         per = rep.runs[k]
         first = next(iter(per.values()))
-        n = first["n"] or next((r["n"] for p in rep.runs.values() for r in p.values() if r["n"]), 0)
+        n = rep.lora_n(k)
         lifts = {d: rep.lift(k, d, rep.held[d]["all"]) for d in arm.domains}
         out["methods"][k] = {
             "label": m.label, "seeds": sorted(per),
@@ -964,18 +974,17 @@ def view(data: dict, arm: Arm) -> dict:
             width = max(len(r[str(st)]["kl"]) for r in per if str(st) in r)
             out["kl"][loss][str(st)] = [fmean(r[str(st)]["kl"][i] for r in per if str(st) in r and len(r[str(st)]["kl"]) > i)
                                         for i in range(width)]
-    out["decisions"] = (decisions_arm2 if arm.number == 2 else decisions_arm1)(rep)[1] if rep.runs else {}
+    out["decisions"] = decisions(rep)[1] if rep.runs else {}
     every = Report(data, arm, seeds=None)
     if set(every.seeds) - set(REGISTERED):   # the check beside the registered decisions (five_seed_check)
         out["check"] = {"seeds": every.seeds,
-                        "decisions": (decisions_arm2 if arm.number == 2 else decisions_arm1)(every)[1]}
+                        "decisions": decisions(every)[1]}
     return out
 
 
-def figures(data: dict, arm: Arm, folder: Path) -> list[str]:
-    """The arm's figures, drawn by mopd_mini.plots from view(): lift by domain, lift against
+def figures(v: dict, arm: Arm, folder: Path) -> list[str]:
+    """The arm's figures, drawn by mopd_mini.plots from its view(): lift by domain, lift against
     pipeline FLOPs; for arm 2 accuracy by depth and the per-token KL early and late."""
-    v = view(data, arm)
     if not v["methods"]:
         return []
     folder.mkdir(parents=True, exist_ok=True)
@@ -1071,10 +1080,11 @@ def render(out: Path, page_from: Path | None = None) -> Path:
             "comes from; the decisions are the registered rules applied to the comparison tables.", ""]
     body += DEVIATIONS
     shown = [a for a in (2, 1, "1b") if a != "1b" or Report(data, ARMS[a]).runs]   # the second pair runs only
-    for a in shown:                                                                  # if H1.1 is not shown on the first
-        body += markdown(data, ARMS[a], figures(data, ARMS[a], out / "figures"))
+    views = {str(a): view(data, ARMS[a]) for a in shown}                           # if H1.1 is not shown on the first
+    for a in shown:
+        body += markdown(data, ARMS[a], figures(views[str(a)], ARMS[a], out / "figures"))
     with Store(out / "regimes.json").edit() as stored:   # what the figures draw, for notebook 07
-        stored["views"] = {str(a): view(stored, ARMS[a]) for a in shown}
+        stored["views"] = views
     body += ["### Arm 3: capacity", "", "**Not run**: it was registered to run after arms 1 and 2, and the sessions "
              "that ran them spent the rest of their CPU on the matched-budget study (docs/matched.md) and on arm 1b's "
              "5-seed check. Its registration above stands for a later run.", ""]
