@@ -244,15 +244,49 @@ def cost_ratio(rows: dict, a: str, b: str, key: str = "flops") -> dict:
             "below_critique": p["n"] >= 2 and not math.isnan(p["hi"]) and p["hi"] < math.log(CRITIQUE)}
 
 
+def written_by(rep: dict, by_T: dict) -> str:
+    """The command that wrote this T's section: its own, or (a section saved before sections
+    recorded one) the report's."""
+    return by_T.get("command", rep["command"])
+
+
+def teachers_lift(by_T: dict) -> dict:
+    """Each teacher's test lift on its own domain (accuracy over the domain's lengths minus the
+    base's) and their mean: the cap a distilled student's lift is read against."""
+    test = by_T["refs"]["test"]
+    out = {d: fmean(test[f"teacher_{d}"][d].values()) - fmean(test["base"][d].values()) for d in DOMAINS}
+    return {**out, "mean": fmean(out.values())}
+
+
+def across_T(rep: dict) -> list[str]:
+    """H4's table (descriptive): the teachers' lift and each method's mean lift, T by T."""
+    shown = ("mopd_kl", "mopd_topk", "mopd_pg", "mixrl", "rft", "soft", "merge_best")
+    lines = ["### Across T (H4, descriptive)", "",
+             "Mean test lift over the base (mean ± sample std over the seeds of each T). The teachers are one "
+             "seed (0) each, scored on their own domain; \"teachers\" is their mean.", "",
+             "| T | seeds | teacher binding | teacher recall | teachers | " + " | ".join(LABEL[m] for m in shown) + " |",
+             "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in shown) + " |"]
+    for key, by_T in sorted(rep["by_T"].items(), key=lambda kv: int(kv[0])):
+        t = teachers_lift(by_T)
+        cells = [study.cell([p["lift"]["mean"] for p in by_T["rows"][m].values()]) for m in shown]
+        lines.append(f"| {key} | {len(by_T['seeds_done'])} | {t['binding']:.2f} | {t['recall']:.2f} | {t['mean']:.2f} | "
+                     + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def results_markdown(rep: dict) -> str:
     """The results section (below the pre-registration, which this never rewrites)."""
-    out = [RESULTS, "", "Written by:", "", "```bash", rep["command"], "```", "",
-           f"Machine: {machine_line(rep['machine'])}. Finished {rep['date']}.", ""]
-    for key, by_T in sorted(rep["by_T"].items(), key=lambda kv: int(kv[0])):
+    by_Ts = sorted(rep["by_T"].items(), key=lambda kv: int(kv[0]))
+    commands = list(dict.fromkeys(written_by(rep, v) for _, v in by_Ts)) or [rep["command"]]
+    out = [RESULTS, "", "Written by" + (" (each T's section names its own)" if len(commands) > 1 else "") + ":", "",
+           "```bash", *commands, "```", "", f"Machine: {machine_line(rep['machine'])}. Finished {rep['date']}.", ""]
+    for key, by_T in by_Ts:
         rows, seeds = by_T["rows"], by_T["seeds_done"]
         stale = sorted({LABEL[m] for m, per in rows.items() for p in per.values() if p.get("ledger", 0) < cost.LEDGER})
         out += [f"### T = {key} GRPO steps per domain (seeds {seeds})", "",
-                *study.unfinished(rep["command"], seeds),
+                *([f"Written by `{written_by(rep, by_T)}`" + (f", finished {by_T['date']}." if by_T.get("date") else "."),
+                   ""] if len(commands) > 1 else []),
+                *study.unfinished(written_by(rep, by_T), seeds),
                 *([f"**Mixed ledger**: the costs of {', '.join(stale)} include runs counted by older code "
                    f"(cost ledger below {cost.LEDGER}); their FLOPs are not comparable with the others'.", ""]
                   if stale else []),
@@ -293,6 +327,7 @@ def results_markdown(rep: dict) -> str:
             out.append(f"| {LABEL[best]} / {LABEL[b]} | {txt(r['flops'])} | {txt(r['stage_flops'])} | "
                        f"{txt(r['seconds'])} | {r['flops']['n']} | {'yes' if r['flops']['below_critique'] else 'no'} |")
         out.append("")
+    out += across_T(rep)
     out += decisions_markdown(rep)
     out += ["![lift and normalised score against pipeline FLOPs](figures/matched_cost.png)", ""]
     return "\n".join(out) + "\n"
@@ -303,15 +338,14 @@ def decisions(rep: dict) -> dict:
     {"H1": ..., "H1'": ..., "H2": ..., "H3": ..., "by_T": {T: {comparison: paired}}}."""
     by_T = {int(k): v for k, v in rep["by_T"].items()}
     Ts = sorted(by_T)
-    comp = {T: {f"{a}-{b}": study.paired(v["rows"], a, b, "lift") for a, b in
-                (("mopd_kl", "mixrl"), ("mixrl", "mopd_kl"), ("mixrl", "mopd_pg"), ("mixrl", "mopd_topk"))}
+    comp = {T: {f"{m}-mixrl": study.paired(v["rows"], m, "mixrl", "lift") for m in ("mopd_kl", "mopd_pg", "mopd_topk")}
             for T, v in by_T.items()}
     out = {"by_T": comp, "Ts": Ts}
     resolved = {T: c["mopd_kl-mixrl"] for T, c in comp.items() if c["mopd_kl-mixrl"]["resolved"]}
     out["H1"] = ("not resolved at any T run (" + ", ".join(map(str, Ts)) + ")" if not resolved else
                  "contradicted at " + ", ".join(f"T = {T} (MOPD exact KL {'ahead' if p['diff'] > 0 else 'behind'})"
                                                 for T, p in resolved.items()))
-    ahead = all(comp[T][f"mixrl-{m}"]["lo"] > 0 for T in Ts for m in ("mopd_kl", "mopd_pg", "mopd_topk"))
+    ahead = all(comp[T][f"{m}-mixrl"]["hi"] < 0 for T in Ts for m in ("mopd_kl", "mopd_pg", "mopd_topk"))
     out["H1'"] = ("supported" if ahead and set(Ts) >= {100, 200, 400} else
                   "not supported" if not ahead else "not decided (not every T has run)")
     if {100, 400} <= set(Ts):
@@ -336,12 +370,14 @@ def decisions_markdown(rep: dict) -> list[str]:
     lines = ["### Decisions against the registered hypotheses", "",
              "The rules of \"Hypotheses\" above, applied to the tables above (mean lift, paired by seed, 95% "
              "t-intervals). H4 is descriptive: read it from the rows across T.", "",
-             "| T | MOPD exact KL minus Mix-RL | Mix-RL minus MOPD exact KL | Mix-RL minus MOPD-PG | Mix-RL minus MOPD-Top-k |",
+             "H1 and H2 read the first column; H1' is supported only if all three columns are resolved below 0 "
+             "(Mix-RL ahead) at every T.", "",
+             "| T | seeds | MOPD exact KL minus Mix-RL | MOPD-PG minus Mix-RL | MOPD-Top-k minus Mix-RL |",
              "| --- | --- | --- | --- | --- |"]
     for T in d["Ts"]:
         c = d["by_T"][T]
-        lines.append(f"| {T} | {txt(c['mopd_kl-mixrl'])} | {txt(c['mixrl-mopd_kl'])} | {txt(c['mixrl-mopd_pg'])} | "
-                     f"{txt(c['mixrl-mopd_topk'])} |")
+        lines.append(f"| {T} | {c['mopd_kl-mixrl']['n']} | {txt(c['mopd_kl-mixrl'])} | {txt(c['mopd_pg-mixrl'])} | "
+                     f"{txt(c['mopd_topk-mixrl'])} |")
     lines += ["", *(f"* **{h}**: {d[h]}" for h in ("H1", "H1'", "H2", "H3")), ""]
     return lines
 
@@ -357,7 +393,8 @@ def figure(rep: dict, folder: Path) -> None:
             x = fmean(p["pipeline"]["flops"] for p in per)
             for panel, f in zip(panels, (lambda p: p["lift"]["mean"], lambda p: p["all"]["mean"])):
                 panels[panel].setdefault(LABEL[m], []).append((x, *stats.mean_sd([f(p) for p in per]), f"T={key}"))
-    fig = plots.cost_curves(panels, title=f"Matched RL budget T, test split, mean ± std over seeds\n`{rep['command']}`")
+    fig = plots.cost_curves(panels, title="Matched RL budget T, test split, mean ± std over seeds\n"
+                            "`python -m bench.matched` (docs/matched.md names each T's command)")
     plots.save(fig, "matched_cost", folder)
     plt.close(fig)
 
@@ -503,8 +540,8 @@ def main(argv=None):
         declared = declare(plan, T, args.quick)
 
         def save(part, T=T):
-            rep["by_T"][str(T)] = part
             rep["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+            rep["by_T"][str(T)] = {**part, "command": rep["command"], "date": rep["date"]}
             if not args.no_write:
                 write(rep, out)
 

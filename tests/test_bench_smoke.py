@@ -177,6 +177,29 @@ def test_matched_sweep_quick_writes_resumes_and_keeps_the_preregistration(monkey
     assert (tmp_path / "again" / "matched.md").read_text().split("## Results")[1] == page.split("## Results")[1]
 
 
+def test_matched_decisions_apply_the_registered_rules_across_T():
+    """docs/matched.md's rules on made-up rows: H2 needs both T = 100 and 400 resolved with
+    opposite signs, H1' needs every MOPD form resolved behind Mix-RL at every T, and each T's
+    section names the command that wrote it (an older section: the report's)."""
+    matched = importlib.import_module("bench.matched")
+    def by_T(gap, spread=0.001):
+        lift = lambda x: {"lift": {"mean": x}, "reach": None}  # noqa: E731
+        rows = {m: {s: lift(0.3 + (gap if m == "mopd_kl" else 0.0) + spread * s) for s in range(3)}
+                for m in ("mopd_kl", "mopd_pg", "mopd_topk", "mixrl", "rft")}
+        return {"rows": rows}
+    rep = {"by_T": {"100": by_T(+0.1), "400": by_T(-0.1)}}
+    d = matched.decisions(rep)
+    assert d["H2"] == "supported" and d["H1"].startswith("contradicted at T = 100 (MOPD exact KL ahead)")
+    assert d["H1'"] == "not supported"                 # PG and Top-k tie Mix-RL exactly: not behind it
+    rep["by_T"]["400"] = by_T(+0.05)
+    assert matched.decisions(rep)["H2"].startswith("not supported")
+    rep["by_T"]["400"]["rows"]["mopd_kl"][1]["lift"]["mean"] = 0.0          # a noisy seed: not resolved
+    assert matched.decisions(rep)["H2"].startswith("not resolved (signs differ")
+    assert matched.decisions({"by_T": {"200": by_T(0.0)}})["H2"].startswith("not decided")
+    assert matched.written_by({"command": "new"}, {"command": "old"}) == "old"
+    assert matched.written_by({"command": "new"}, {}) == "new"
+
+
 def test_matched_cost_ratio_and_edge_marks():
     """H3's ratio is the geometric mean of the per-seed cost ratios over the seeds where both arms
     reach the target, with the t-interval of the log ratio; a chosen rate at the end of the rates
