@@ -279,14 +279,19 @@ def results_markdown(rep: dict) -> str:
     """The results section (below the pre-registration, which this never rewrites)."""
     by_Ts = sorted(rep["by_T"].items(), key=lambda kv: int(kv[0]))
     commands = list(dict.fromkeys(written_by(rep, v) for _, v in by_Ts)) or [rep["command"]]
+    machines = list(dict.fromkeys(machine_line(v.get("machine", rep["machine"])) for _, v in by_Ts)) \
+        or [machine_line(rep["machine"])]
     out = [RESULTS, "", "Written by" + (" (each T's section names its own)" if len(commands) > 1 else "") + ":", "",
-           "```bash", *commands, "```", "", f"Machine: {machine_line(rep['machine'])}. Finished {rep['date']}.", ""]
+           "```bash", *commands, "```", "",
+           ("Machines: each T's section names its own." if len(machines) > 1 else f"Machine: {machines[0]}.")
+           + f" Finished {rep['date']}.", ""]
     for key, by_T in by_Ts:
         rows, seeds = by_T["rows"], by_T["seeds_done"]
         stale = sorted({LABEL[m] for m, per in rows.items() for p in per.values() if p.get("ledger", 0) < cost.LEDGER})
         out += [f"### T = {key} GRPO steps per domain (seeds {seeds})", "",
-                *([f"Written by `{written_by(rep, by_T)}`" + (f", finished {by_T['date']}." if by_T.get("date") else "."),
-                   ""] if len(commands) > 1 else []),
+                *([f"Written by `{written_by(rep, by_T)}`" + (f", finished {by_T['date']}" if by_T.get("date") else "")
+                   + (f", on {machine_line(by_T.get('machine', rep['machine']))}." if len(machines) > 1 else "."),
+                   ""] if len(commands) > 1 or len(machines) > 1 else []),
                 *study.unfinished(written_by(rep, by_T), seeds),
                 *([f"**Mixed ledger**: the costs of {', '.join(stale)} include runs counted by older code "
                    f"(cost ledger below {cost.LEDGER}); their FLOPs are not comparable with the others'.", ""]
@@ -543,7 +548,7 @@ def main(argv=None):
 
         def save(part, T=T):
             rep["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-            rep["by_T"][str(T)] = {**part, "command": rep["command"], "date": rep["date"]}
+            rep["by_T"][str(T)] = {**part, "command": rep["command"], "date": rep["date"], "machine": rep["machine"]}
             if not args.no_write:
                 write(rep, out)
 
