@@ -293,3 +293,22 @@ def test_a_results_header_mentioned_in_a_sentence_does_not_cut_the_page():
     assert common.above_header("no results yet\n", "## Results") == "no results yet\n"
     registered = (Path(__file__).parents[1] / "docs" / "matched.md").read_text()
     assert "## Tuning: the same effort for every method" in common.above_header(registered, "## Results")
+
+
+def test_matched_each_T_names_the_machine_that_ran_it():
+    """A resumed sweep on another machine must not relabel the sections it did not run."""
+    from bench import matched
+    rep = json.loads(Path("docs/matched.json").read_text())
+    for T, by_T in rep["by_T"].items():
+        assert "machine" in by_T, f"T = {T} has no machine of its own"
+        by_T["machine"] = {**by_T["machine"], "cpu": f"CPU of T{T}"}    # a different machine per T
+    rep["machine"] = {**rep["machine"], "cpu": "Some Other CPU"}      # the latest command's machine
+    page = matched.results_markdown(rep)
+    sections = page.split("\n### T = ")[1:]
+    assert len(sections) == len(rep["by_T"])
+    for sec in sections:
+        T = sec.split(" ", 1)[0]
+        assert rep["by_T"][T]["machine"]["cpu"] in sec.split("\n\n")[1]
+        assert "Some Other CPU" not in sec
+    one = {**rep, "by_T": {k: {**v, "machine": rep["machine"]} for k, v in rep["by_T"].items()}}
+    assert "Machine: Some Other CPU" in matched.results_markdown(one)
