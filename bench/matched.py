@@ -251,6 +251,11 @@ def written_by(rep: dict, by_T: dict) -> str:
     return by_T.get("command", rep["command"])
 
 
+def ran_on(rep: dict, by_T: dict) -> str:
+    """The machine that ran this T's section, as written_by finds its command."""
+    return machine_line(by_T.get("machine", rep["machine"]))
+
+
 def teachers_lift(by_T: dict) -> dict:
     """Each teacher's test lift on its own domain (accuracy over the domain's lengths minus the
     base's) and their mean: the cap a distilled student's lift is read against."""
@@ -279,8 +284,7 @@ def results_markdown(rep: dict) -> str:
     """The results section (below the pre-registration, which this never rewrites)."""
     by_Ts = sorted(rep["by_T"].items(), key=lambda kv: int(kv[0]))
     commands = list(dict.fromkeys(written_by(rep, v) for _, v in by_Ts)) or [rep["command"]]
-    machines = list(dict.fromkeys(machine_line(v.get("machine", rep["machine"])) for _, v in by_Ts)) \
-        or [machine_line(rep["machine"])]
+    machines = list(dict.fromkeys(ran_on(rep, v) for _, v in by_Ts)) or [machine_line(rep["machine"])]
     out = [RESULTS, "", "Written by" + (" (each T's section names its own)" if len(commands) > 1 else "") + ":", "",
            "```bash", *commands, "```", "",
            ("Machines: each T's section names its own." if len(machines) > 1 else f"Machine: {machines[0]}.")
@@ -290,7 +294,7 @@ def results_markdown(rep: dict) -> str:
         stale = sorted({LABEL[m] for m, per in rows.items() for p in per.values() if p.get("ledger", 0) < cost.LEDGER})
         out += [f"### T = {key} GRPO steps per domain (seeds {seeds})", "",
                 *([f"Written by `{written_by(rep, by_T)}`" + (f", finished {by_T['date']}" if by_T.get("date") else "")
-                   + (f", on {machine_line(by_T.get('machine', rep['machine']))}." if len(machines) > 1 else "."),
+                   + (f", on {ran_on(rep, by_T)}." if len(machines) > 1 else "."),
                    ""] if len(commands) > 1 or len(machines) > 1 else []),
                 *study.unfinished(written_by(rep, by_T), seeds),
                 *([f"**Mixed ledger**: the costs of {', '.join(stale)} include runs counted by older code "

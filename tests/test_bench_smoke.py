@@ -298,7 +298,7 @@ def test_a_results_header_mentioned_in_a_sentence_does_not_cut_the_page():
 def test_matched_each_T_names_the_machine_that_ran_it():
     """A resumed sweep on another machine must not relabel the sections it did not run."""
     from bench import matched
-    rep = json.loads(Path("docs/matched.json").read_text())
+    rep = json.loads((Path(__file__).parents[1] / "docs" / "matched.json").read_text())
     for T, by_T in rep["by_T"].items():
         assert "machine" in by_T, f"T = {T} has no machine of its own"
         by_T["machine"] = {**by_T["machine"], "cpu": f"CPU of T{T}"}    # a different machine per T
