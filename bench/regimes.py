@@ -735,6 +735,15 @@ def comparison(rep: Report, a: str, b: str | float, domain: str, lengths) -> dic
     return stats.paired(va, vb)
 
 
+def primary_arm2(rep: Report) -> dict:
+    """Arm 2's family: {hypothesis: (its paired comparison, the threshold its rule reads)}."""
+    k, o = ({L: rep.per_seed(x, "chain", (L,)) for L in (2, 3, 4)} for x in ("mopd_kl", "sft_traces"))
+    growth = {s: (k[4][s] - o[4][s]) - ((k[2][s] - o[2][s]) + (k[3][s] - o[3][s])) / 2 for s in k[2] if s in o[2]}
+    return {"H2.1": (comparison(rep, "grpo", 0.30, "chain", (2, 3)), 0.0),
+            "H2.2": (comparison(rep, "mopd_kl", "sft_teacher", "chain", (2, 3)), -0.05),
+            "H2.3": (stats.paired(growth, {s: 0.0 for s in growth}), 0.0)}
+
+
 def decisions_arm2(rep: Report) -> tuple[list[str], dict]:
     hin, h4, h5 = (2, 3), (4,), (5,)
     rows, out = [], {}
@@ -744,11 +753,7 @@ def decisions_arm2(rep: Report) -> tuple[list[str], dict]:
         return verdict
 
     gate_ok = bool(rep.gate and rep.gate["passed"])
-    k, o = ({L: rep.per_seed(x, "chain", (L,)) for L in (2, 3, 4)} for x in ("mopd_kl", "sft_traces"))
-    growth = {s: (k[4][s] - o[4][s]) - ((k[2][s] - o[2][s]) + (k[3][s] - o[3][s])) / 2 for s in k[2] if s in o[2]}
-    adj = holm_of({"H2.1": (comparison(rep, "grpo", 0.30, "chain", hin), 0.0),
-                   "H2.2": (comparison(rep, "mopd_kl", "sft_teacher", "chain", hin), -0.05),
-                   "H2.3": (stats.paired(growth, {s: 0.0 for s in growth}), 0.0)})
+    adj = holm_of(primary_arm2(rep))
     out["family"] = {h: a for h, a in adj.items()}
     holm_txt = lambda h: f" (p (Holm) {adj[h]:.3f})" if not math.isnan(adj[h]) else ""  # noqa: E731
     p = comparison(rep, "grpo", 0.30, "chain", hin)
