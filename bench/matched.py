@@ -492,8 +492,9 @@ def estimate(plan: Plan, steps: int = 4, seeds: int = 3, workers: int = 2) -> di
     tiny base) and one val evaluation at val_n, then multiply by what the plan trains and
     evaluates: the CPU seconds of the whole command and its wall time with `workers` processes
     (the teachers train in the main process before the workers start). Upper bounds, stated:
-    the tie-break is counted for every method (its two best settings at seed 1) and the
-    bracketing for one extension per method. On a shared machine the times are scaled by this
+    the tie-break is counted for every method (its two best settings at seed 1), the
+    bracketing for one extension per method, and the re-bracketing after the tie-break for one
+    more setting per method on both seeds. On a shared machine the times are scaled by this
     process's CPU share (process time / wall time over the timed part) to a quiet machine's."""
     import torch
     from mopd_mini.offline import OfflineConfig, collect, train_offline
@@ -547,13 +548,14 @@ def estimate(plan: Plan, steps: int = 4, seeds: int = 3, workers: int = 2) -> di
         grid = sum(run_s(m, n, True) for m in ms for n in settings(m, T))
         extend = sum(run_s(m, chosen(m, T), True) for m in ms)
         tie = sum(2 * run_s(m, chosen(m, T), True) for m in ms)
+        tie += sum(2 * run_s(m, chosen(m, T), True) for m in ms)   # one re-bracketing after it (two seeds)
         tests = (seeds - 1) * sum(run_s(m, chosen(m, T), False) for m in ms)
         sampling = seeds * sum(ks) * plan.offline_prompts * len(DOMAINS) * per_sample
         evals = seeds * len(METHODS) * test_eval + 3 * (val_eval + test_eval) + sum(len(plan.merge_grid[h]) for h in MERGES) * val_eval
         teachers_s += teach
         total += grid + extend + tie + tests + sampling + evals
         lines.append(f"T={T}: teachers {teach:.0f} s (main process), grid {grid:.0f} s, bracketing <= {extend:.0f} s, "
-                     f"tie-break <= {tie:.0f} s, other seeds {tests:.0f} s, teachers' sampling {sampling:.0f} s, "
+                     f"tie-break and one re-bracketing <= {tie:.0f} s, other seeds {tests:.0f} s, teachers' sampling {sampling:.0f} s, "
                      f"test and merge evaluations {evals:.0f} s")
     wall = teachers_s + total / workers
     return {"per_step_s": per_step, "per_collected_sample_s": per_sample, "val_eval_s": val_eval,
