@@ -380,11 +380,21 @@ def markdown(rep: dict) -> str:
             f"with {k} seeds; `mopd_mini.stats.paired`). A difference is **resolved** only when that interval "
             "excludes 0; otherwise it is *not resolved*: these seeds cannot tell the two apart, which is not the same "
             "as showing them equal.", "",
+            "Multiplicity (amendment, 2026-12-03): the comparisons of this table are one family; each verdict is "
+            "Holm's step-down correction of the paired t-tests' p-values over the whole family (`bench.study.family`), "
+            "and a verdict that holds only uncorrected is labelled so. No equivalence margin was registered: nothing "
+            "here is called equal.", "",
             f"| method | minus MOPD-PG | per seed | verdict | minus {LABEL[best_mopd]} | per seed | verdict |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
+    fam = study.family({f"{m}|{ref}": paired(rep["rows"], m, ref) for m in order for ref in ("mopd_pg", best_mopd)
+                        if m != ref})
 
-    def verdict(p, ref):
-        if not p["resolved"]:
+    def verdict(p, ref, key=None):
+        f = fam.get(key) if key else None
+        if f is not None and f["resolved"] and not f["resolved_holm"]:
+            return (f"not resolved after Holm (p (Holm) {f['p_holm']:.2f}); uncorrected: "
+                    + (f"better than {ref}" if p["diff"] > 0 else f"worse than {ref}"))
+        if not (f["resolved_holm"] if f is not None else p["resolved"]):
             return "not resolved"
         return f"better than {ref}" if p["diff"] > 0 else f"worse than {ref}"
 
@@ -396,15 +406,16 @@ def markdown(rep: dict) -> str:
                 continue
             p = paired(rep["rows"], m, ref)
             cells.append(f"{stats.interval_text(p)} | {', '.join(f'{d:+.2f}' for d in p['per_seed'])} | "
-                         f"{verdict(p, LABEL[ref])}")
+                         f"{verdict(p, LABEL[ref], f'{m}|{ref}')}")
         out.append(f"| {LABEL[m]} | " + " | ".join(cells) + " |")
     ranked = ", ".join(f"{LABEL[m]} {method_stats(rep, m)[0]:.2f}" for m in order)
     baselines = [m for m in order if not m.startswith("mopd_")]
-    better = [LABEL[m] for m in baselines if paired(rep["rows"], m, best_mopd)["resolved"] and paired(rep["rows"], m, best_mopd)["diff"] > 0]
-    worse = [LABEL[m] for m in baselines if paired(rep["rows"], m, best_mopd)["resolved"] and paired(rep["rows"], m, best_mopd)["diff"] < 0]
-    level = [LABEL[m] for m in baselines if not paired(rep["rows"], m, best_mopd)["resolved"]]
+    held = {m: fam[f"{m}|{best_mopd}"]["resolved_holm"] for m in baselines}      # after Holm's correction
+    better = [LABEL[m] for m in baselines if held[m] and paired(rep["rows"], m, best_mopd)["diff"] > 0]
+    worse = [LABEL[m] for m in baselines if held[m] and paired(rep["rows"], m, best_mopd)["diff"] < 0]
+    level = [LABEL[m] for m in baselines if not held[m]]
     out += ["", f"**Ranking as measured** (mean normalised test score): {ranked}.", "",
-            f"**Against the best MOPD form ({LABEL[best_mopd]}), paired by seed: resolved better: "
+            f"**Against the best MOPD form ({LABEL[best_mopd]}), paired by seed, after Holm's correction: resolved better: "
             f"{', '.join(better) or 'none'}; resolved worse: {', '.join(worse) or 'none'}; not resolved: "
             f"{', '.join(level) or 'none'}.**", ""]
     above = [LABEL[m] for m in TRAINED if method_stats(rep, m)[0] > 1.0]

@@ -425,8 +425,8 @@ class Steps:
 
 HEADER = """# Benchmarks
 
-How fast the course is on a laptop-class CPU, and whether it fits one consumer GPU with
-Qwen3-1.7B. Everything on this page is written by the scripts in `bench/` (`make bench`, or
+How fast the course is on a small CPU (every time here was measured on 2-core servers, not on a
+laptop), and whether it fits one consumer GPU with Qwen3-1.7B. Everything on this page is written by the scripts in `bench/` (`make bench`, or
 `python -m bench.run_all`; each script also runs alone and rewrites only its own section).
 
 Every figure is a **ratio measured side by side in one run**: the machines are shared and noisy,

@@ -219,6 +219,29 @@ def summarise(declared: study.Study, plan: Plan, T: int):
 # ---------------------------------------------------------------------------------------------
 
 
+COMPARISONS = (("mopd_kl", "mixrl"), ("mopd_pg", "mixrl"), ("mopd_topk", "mixrl"), ("mopd_kl", "rft"),
+               ("mopd_kl", "soft"))
+"""the pre-listed comparisons of docs/matched.md's "Multiplicity", at every T: with 3 T, the family of 15
+that Holm's correction runs over (on the mean lift, the primary metric)"""
+MARGINS: dict = {}
+"""equivalence margins registered before a run, {"<a>-<b>@T": delta}: none was, so no comparison here is
+called equal (stats.reading: "not resolved", with the differences the interval still allows)"""
+FIVE = 5
+"""docs/matched.md's rule: a comparison is stated as a finding only from a T run with this many seeds"""
+
+
+def family(rep: dict) -> dict:
+    """{(T, a, b): the paired mean-lift comparison with its Holm-adjusted p over the whole family
+    (every T of the report, COMPARISONS at each) and its reading} (bench.study.family)."""
+    comp = {}
+    for key, by_T in sorted(rep["by_T"].items(), key=lambda kv: int(kv[0])):
+        for a, b in COMPARISONS:
+            if a in by_T["rows"] and b in by_T["rows"]:
+                comp[f"{a}-{b}@{int(key)}"] = study.paired(by_T["rows"], a, b, "lift")
+    fam = study.family(comp, MARGINS)
+    return {(int(k.split("@")[1]), *k.split("@")[0].split("-")): v for k, v in fam.items()}
+
+
 METHODS = STUDENTS + RL + OFFLINE + tuple(f"merge_{h}" for h in MERGES) + ("merge_best",)
 FIGURE = STUDENTS + RL + OFFLINE + ("merge_best",)     # the figure's lines (each merge type is in the table)
 CRITIQUE = 14.8                                         # the low end of the critique's 14.8-23.1x
@@ -243,6 +266,14 @@ def cost_ratio(rows: dict, a: str, b: str, key: str = "flops") -> dict:
     p = stats.paired(la, lb)
     return {**p, "ratio": math.exp(p["diff"]) if p["n"] else float("nan"),
             "below_critique": p["n"] >= 2 and not math.isnan(p["hi"]) and p["hi"] < math.log(CRITIQUE)}
+
+
+def below(r: dict) -> str:
+    """H3's column: yes / no by the interval's upper end, n/a where fewer than 2 seeds reached the
+    target (no interval to decide on)."""
+    if r["n"] < 2 or math.isnan(r["half"]):
+        return f"n/a ({r['n']} seed{'s' if r['n'] != 1 else ''} reached it: no interval)"
+    return "yes" if r["below_critique"] else "no"
 
 
 def written_by(rep: dict, by_T: dict) -> str:
@@ -317,13 +348,24 @@ def results_markdown(rep: dict) -> str:
                        f"{col(lambda p: p['lift']['recall'])} | {col(lambda p: p['lift']['mean'])} | "
                        f"{col(lambda p: p['all']['mean'])} | {fmean(p['pipeline']['flops'] for p in per):.2e} | "
                        f"{to} | {wall} |")
-        out += ["", "Paired by seed (mean difference ± 95% t half-width; resolved when the interval excludes 0):", "",
-                "| comparison | mean lift | normalised |", "| --- | --- | --- |"]
-        for a, b in (("mopd_kl", "mixrl"), ("mopd_pg", "mixrl"), ("mopd_topk", "mixrl"), ("mopd_kl", "rft"),
-                     ("mopd_kl", "soft")):
-            pl, pn = study.paired(rows, a, b, "lift"), study.paired(rows, a, b)
+        fam = family(rep)
+        m = next(iter(fam.values()))["m"] if fam else 0
+        out += ["", f"Paired by seed, on the mean lift (the primary metric): mean difference ± 95% t half-width "
+                f"(uncorrected), the per-seed differences, the paired t-test's p uncorrected and Holm-adjusted over the "
+                f"family of {m} pre-listed comparisons (every T), and the reading after the correction (no equivalence "
+                "margin was registered, so an unresolved difference is \"not resolved\", never \"equal\"). The "
+                "normalised score's difference is descriptive (uncorrected).", "",
+                "| comparison | mean lift (uncorrected) | per seed | p | p (Holm) | reading (Holm) | normalised (uncorrected) |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
+        for a, b in COMPARISONS:
+            f, pn = fam[(int(key), a, b)], study.paired(rows, a, b)
             res = lambda p: stats.interval_text(p) + (" (resolved)" if p["resolved"] else " (not resolved)")  # noqa: E731
-            out.append(f"| {LABEL[a]} minus {LABEL[b]} | {res(pl)} | {res(pn)} |")
+            out.append(f"| {LABEL[a]} minus {LABEL[b]} | {res(f)} | "
+                       f"{study.seeds_text({x: rows[a][x]['lift']['mean'] - rows[b][x]['lift']['mean'] for x in rows[a] if x in rows[b]})} | {f['p']:.3f} | {f['p_holm']:.3f} | "
+                       f"{f['reading']} | {res(pn)} |")
+        if len(seeds) < FIVE:
+            out += ["", f"**{len(seeds)} seeds at this T**: below the page's five-seed rule, so no comparison of this T "
+                    "is stated as a finding anywhere (README, guide, notebooks)."]
         best = max(STUDENTS, key=lambda m: stats.mean_sd([p["lift"]["mean"] for p in rows[m].values()])[0])
         out += ["", f"H3, the cost to reach {rep['plan']['target']:.0%} of the teachers' val lift, {LABEL[best]} (the "
                 "MOPD form with the highest mean test lift here) over each offline baseline: geometric mean over the "
@@ -335,7 +377,7 @@ def results_markdown(rep: dict) -> str:
             txt = lambda q: (f"{q['ratio']:.2f}x" + (f" [{math.exp(q['lo']):.2f}, {math.exp(q['hi']):.2f}]"  # noqa: E731
                                                       if not math.isnan(q["half"]) else "")) if q["n"] else "—"
             out.append(f"| {LABEL[best]} / {LABEL[b]} | {txt(r['flops'])} | {txt(r['stage_flops'])} | "
-                       f"{txt(r['seconds'])} | {r['flops']['n']} | {'yes' if r['flops']['below_critique'] else 'no'} |")
+                       f"{txt(r['seconds'])} | {r['flops']['n']} | {below(r['flops'])} |")
         out.append("")
     out += across_T(rep)
     out += decisions_markdown(rep)
@@ -348,11 +390,14 @@ def decisions(rep: dict) -> dict:
     {"H1": ..., "H1'": ..., "H2": ..., "H3": ..., "by_T": {T: {comparison: paired}}}."""
     by_T = {int(k): v for k, v in rep["by_T"].items()}
     Ts = sorted(by_T)
-    comp = {T: {f"{m}-mixrl": study.paired(v["rows"], m, "mixrl", "lift") for m in ("mopd_kl", "mopd_pg", "mopd_topk")}
-            for T, v in by_T.items()}
-    out = {"by_T": comp, "Ts": Ts}
+    fam = family(rep)   # every decision reads the Holm-corrected resolution over the family (docs/matched.md)
+    comp = {T: {f"{m}-mixrl": {**fam[(T, m, "mixrl")], "resolved": fam[(T, m, "mixrl")]["resolved_holm"]}
+                for m in ("mopd_kl", "mopd_pg", "mopd_topk")} for T in Ts}
+    out = {"by_T": comp, "Ts": Ts, "family": fam}
     resolved = {T: c["mopd_kl-mixrl"] for T, c in comp.items() if c["mopd_kl-mixrl"]["resolved"]}
-    out["H1"] = ("not resolved at any T run (" + ", ".join(map(str, Ts)) + ")" if not resolved else
+    out["H1"] = ("not contradicted: MOPD exact KL minus Mix-RL is not resolved at any T run (" + ", ".join(map(str, Ts))
+                 + ") after Holm's correction; not resolved is not a tie (no equivalence margin was registered)"
+                 if not resolved else
                  "contradicted at " + ", ".join(f"T = {T} (MOPD exact KL {'ahead' if p['diff'] > 0 else 'behind'})"
                                                 for T, p in resolved.items()))
     ahead = all(comp[T][f"{m}-mixrl"]["hi"] < 0 for T in Ts for m in ("mopd_kl", "mopd_pg", "mopd_topk"))
@@ -361,7 +406,8 @@ def decisions(rep: dict) -> dict:
     if {100, 400} <= set(Ts):
         a, b = comp[100]["mopd_kl-mixrl"], comp[400]["mopd_kl-mixrl"]
         out["H2"] = ("supported" if a["resolved"] and b["resolved"] and (a["diff"] > 0) != (b["diff"] > 0) else
-                     "not resolved (signs differ, intervals do not exclude 0)" if (a["diff"] > 0) != (b["diff"] > 0)
+                     "not resolved (signs differ; neither is resolved after Holm's correction)"
+                     if (a["diff"] > 0) != (b["diff"] > 0)
                      else "not supported (the same sign at T = 100 and 400)")
     else:
         out["H2"] = "not decided (T = 100 and 400 are both needed)"
@@ -369,17 +415,22 @@ def decisions(rep: dict) -> dict:
     for T, v in by_T.items():
         best = max(STUDENTS, key=lambda m: stats.mean_sd([p["lift"]["mean"] for p in v["rows"][m].values()])[0])
         r = cost_ratio(v["rows"], best, "rft")
-        h3[T] = f"{'supported' if r['below_critique'] else 'not supported'} ({LABEL[best]} / RFT, {r['n']} seeds)"
+        h3[T] = (f"not decided ({LABEL[best]} / RFT, {r['n']} seeds reached the target: no interval)" if r["n"] < 2
+                 else f"{'supported' if r['below_critique'] else 'not supported'} ({LABEL[best]} / RFT, {r['n']} seeds)")
+        if len(v.get("seeds_done", [])) < FIVE and "seeds_done" in v:
+            h3[T] += f", a T run with {len(v['seeds_done'])} seeds: below the five-seed rule, not a finding"
     out["H3"] = "; ".join(f"T = {T}: {d}" for T, d in sorted(h3.items())) or "not decided"
     return out
 
 
 def decisions_markdown(rep: dict) -> list[str]:
     d = decisions(rep)
-    txt = lambda p: stats.interval_text(p) + (" (resolved)" if p["resolved"] else " (not resolved)")  # noqa: E731
+    txt = lambda p: f"{stats.interval_text(p)}, p (Holm) {p['p_holm']:.3f}: {p['reading']}"  # noqa: E731
+    m = next(iter(d["family"].values()))["m"] if d["family"] else 0
     lines = ["### Decisions against the registered hypotheses", "",
              "The rules of \"Hypotheses\" above, applied to the tables above (mean lift, paired by seed, 95% "
-             "t-intervals). H4 is descriptive: read it from the rows across T.", "",
+             f"t-intervals), with the amended multiplicity rule: a comparison is resolved only when its Holm-adjusted "
+             f"p over the family of {m} is below 0.05. H4 is descriptive: read it from the rows across T.", "",
              "H1 and H2 read the first column; H1' is supported only if all three columns are resolved below 0 "
              "(Mix-RL ahead) at every T.", "",
              "| T | seeds | MOPD exact KL minus Mix-RL | MOPD-PG minus Mix-RL | MOPD-Top-k minus Mix-RL |",
@@ -389,6 +440,17 @@ def decisions_markdown(rep: dict) -> list[str]:
         lines.append(f"| {T} | {c['mopd_kl-mixrl']['n']} | {txt(c['mopd_kl-mixrl'])} | {txt(c['mopd_pg-mixrl'])} | "
                      f"{txt(c['mopd_topk-mixrl'])} |")
     lines += ["", *(f"* **{h}**: {d[h]}" for h in ("H1", "H1'", "H2", "H3")), ""]
+    survive = [(k, v) for k, v in d["family"].items() if v["resolved_holm"]]
+    uncorrected = [(k, v) for k, v in d["family"].items() if v["resolved"] and not v["resolved_holm"]]
+    lines += ["Resolved after Holm's correction over the family of " + f"{m}: "
+              + ("; ".join(f"{LABEL[a]} minus {LABEL[b]} at T = {T}, {stats.interval_text(v)} (p (Holm) {v['p_holm']:.3f}"
+                           + (f", {v['n']} seeds: below the five-seed rule" if v["n"] < FIVE else "") + ")"
+                           for (T, a, b), v in survive) or "none") + ".", ""]
+    if uncorrected:
+        lines += ["Resolved only uncorrected (each 95% interval alone excludes 0; **not** resolved over the family, "
+                  "so not a finding): " + "; ".join(f"{LABEL[a]} minus {LABEL[b]} at T = {T}, {stats.interval_text(v)} "
+                                                    f"(p {v['p']:.3f}, p (Holm) {v['p_holm']:.3f})"
+                                                    for (T, a, b), v in uncorrected) + ".", ""]
     return lines
 
 
@@ -430,8 +492,9 @@ def estimate(plan: Plan, steps: int = 4, seeds: int = 3, workers: int = 2) -> di
     tiny base) and one val evaluation at val_n, then multiply by what the plan trains and
     evaluates: the CPU seconds of the whole command and its wall time with `workers` processes
     (the teachers train in the main process before the workers start). Upper bounds, stated:
-    the tie-break is counted for every method (its two best settings at seed 1) and the
-    bracketing for one extension per method. On a shared machine the times are scaled by this
+    the tie-break is counted for every method (its two best settings at seed 1), the
+    bracketing for one extension per method, and the re-bracketing after the tie-break for one
+    more setting per method on both seeds. On a shared machine the times are scaled by this
     process's CPU share (process time / wall time over the timed part) to a quiet machine's."""
     import torch
     from mopd_mini.offline import OfflineConfig, collect, train_offline
@@ -485,13 +548,14 @@ def estimate(plan: Plan, steps: int = 4, seeds: int = 3, workers: int = 2) -> di
         grid = sum(run_s(m, n, True) for m in ms for n in settings(m, T))
         extend = sum(run_s(m, chosen(m, T), True) for m in ms)
         tie = sum(2 * run_s(m, chosen(m, T), True) for m in ms)
+        tie += sum(2 * run_s(m, chosen(m, T), True) for m in ms)   # one re-bracketing after it (two seeds)
         tests = (seeds - 1) * sum(run_s(m, chosen(m, T), False) for m in ms)
         sampling = seeds * sum(ks) * plan.offline_prompts * len(DOMAINS) * per_sample
         evals = seeds * len(METHODS) * test_eval + 3 * (val_eval + test_eval) + sum(len(plan.merge_grid[h]) for h in MERGES) * val_eval
         teachers_s += teach
         total += grid + extend + tie + tests + sampling + evals
         lines.append(f"T={T}: teachers {teach:.0f} s (main process), grid {grid:.0f} s, bracketing <= {extend:.0f} s, "
-                     f"tie-break <= {tie:.0f} s, other seeds {tests:.0f} s, teachers' sampling {sampling:.0f} s, "
+                     f"tie-break and one re-bracketing <= {tie:.0f} s, other seeds {tests:.0f} s, teachers' sampling {sampling:.0f} s, "
                      f"test and merge evaluations {evals:.0f} s")
     wall = teachers_s + total / workers
     return {"per_step_s": per_step, "per_collected_sample_s": per_sample, "val_eval_s": val_eval,

@@ -11,7 +11,11 @@ The protocol:
      normalised val score; the best is chosen. With `tie_break` (a second seed), a method whose
      chosen setting beats the runner-up by less than the chosen one's val standard error has its
      two best settings trained again at that seed, on val, and the choice is the best mean over
-     the two seeds (recorded as `mean2` in the grid);
+     the two seeds (recorded as `mean2` in the grid). When that choice sits on the grid's edge
+     (`Method.extend` proposes a setting past it), the grid is extended around it again: the new
+     setting is trained on the same two seeds and the choice made again on the two-seed mean,
+     until it is interior or `Study.rebracket` extensions (the hard limit, recorded in the grid as
+     `after_tie_break`) are spent;
   2. TEST, once per method and seed, at the chosen setting (the seed-0 run chosen in 1 is the
      seed-0 result; nothing reads the test split before every choice is made);
   3. the rows (`rows`): for every method and seed, the normalised scores (every length and the
@@ -26,7 +30,8 @@ retrains nothing); evaluations are cached in the study's folder (`Evals`); `work
 each phase's jobs in that many processes of the study's own module (`bench.common.in_processes`,
 see `worker_main`), which the main process then reloads; `write` is called after every seed, so a
 run stopped early leaves the seeds it finished. The statistics are `mopd_mini.stats`'s: sample
-std over seeds, paired per-seed t-intervals (`paired`).
+std over seeds, paired per-seed t-intervals (`paired`), and over a study's family of
+pre-registered comparisons Holm's correction and the registered equivalence margins (`family`).
 """
 
 from __future__ import annotations
@@ -162,7 +167,11 @@ class Study:
     use the choice's val_n prompts) or on a separate evaluation at val_n (False: the periodic ones
     are smaller, for the curves only)"""
     max_extend: int = 2
-    """at most this many settings a method's grid is extended by (`Method.extend`)"""
+    """at most this many settings a method's grid is extended by (`Method.extend`) before the tie-break"""
+    rebracket: int = 4
+    """the hard limit after the tie-break: at most this many settings added around a two-seed choice on
+    the grid's edge (each trained on seed 0 and the tie-break seed); 0: the choice stays where the
+    tie-break put it"""
 
     def __post_init__(self):
         for name, pick in self.picks.items():
@@ -319,6 +328,8 @@ def choose(study: Study, ctx, evals: Evals, state: State, workers: int, quiet: b
                 second = _entry(study, state, r, setting, val_n)
                 g["mean2"] = fmean([g["mean"], second["mean"]])
                 g["seed2"] = {k: second[k] for k in ("name", "mean", "se", *study.domains)}
+        for m, _ in close:                                  # the tie-break's choice on an edge: bracket it again
+            rebracket(study, ctx, evals, state, m, trained, workers, split)
     score = {}                                              # each method's chosen val score
     for m, meth in study.methods.items():
         entries = state.grid[m]
@@ -331,6 +342,50 @@ def choose(study: Study, ctx, evals: Evals, state: State, workers: int, quiet: b
         best = max(pick.among, key=lambda m: score[m])
         state.chosen[name] = {"how": pick.among[best], **chosen_setting(study, state, best)}
     return trained
+
+
+def _two_seed(study, ctx, evals, state, m, setting, trained) -> dict:
+    """A new grid entry of method m trained at seed 0 and the tie-break seed, with its two-seed mean."""
+    meth, val_n, tb = study.methods[m], state.val_n, study.tie_break
+    r = meth.train(ctx, setting, 0)
+    _val(study, ctx, evals, state, r, val_n)
+    entry = {**_entry(study, state, r, setting, val_n), "extended": True, "after_tie_break": True}
+    trained[(m, json.dumps(setting, sort_keys=True), 0)] = r
+    r2 = meth.train(ctx, setting, tb)
+    _val(study, ctx, evals, state, r2, val_n)
+    second = _entry(study, state, r2, setting, val_n)
+    trained[(m, json.dumps(setting, sort_keys=True), tb)] = r2
+    entry["mean2"] = fmean([entry["mean"], second["mean"]])
+    entry["seed2"] = {k: second[k] for k in ("name", "mean", "se", *study.domains)}
+    return entry
+
+
+def rebracket(study, ctx, evals, state, m, trained, workers, split) -> None:
+    """After the tie-break: while method m's two-seed choice sits on its grid's edge (`Method.extend`
+    proposes a setting past it), train that setting on the same two seeds and choose again on the
+    two-seed mean; at most `Study.rebracket` settings (the hard limit)."""
+    meth = study.methods[m]
+    if meth.extend is None:
+        return
+    for _ in range(study.rebracket):
+        entries = state.grid[m]
+        best = max((g for g in entries if "mean2" in g), key=lambda g: g["mean2"])
+        setting = meth.extend(_setting(meth, best), [_setting(meth, g) for g in entries])
+        if setting is None:
+            return
+        if any(_setting(meth, g) == setting for g in entries):      # tried at seed 0 only: add its second seed
+            g = next(g for g in entries if _setting(meth, g) == setting)
+            in_workers(study, [(m, setting, study.tie_break, split)], workers, state.n, evals)
+            r = meth.train(ctx, setting, study.tie_break)
+            trained[(m, json.dumps(setting, sort_keys=True), study.tie_break)] = r
+            _val(study, ctx, evals, state, r, state.val_n)
+            second = _entry(study, state, r, setting, state.val_n)
+            g["mean2"] = fmean([g["mean"], second["mean"]])
+            g["seed2"] = {k: second[k] for k in ("name", "mean", "se", *study.domains)}
+            g["after_tie_break"] = True
+            continue
+        in_workers(study, [(m, setting, seed, split) for seed in (0, study.tie_break)], workers, state.n, evals)
+        entries.append(_two_seed(study, ctx, evals, state, m, setting, trained))
 
 
 def _setting(meth: Method, entry: dict) -> dict:
@@ -431,6 +486,27 @@ def paired(rep_rows: dict, a: str, b: str, part: str = "all", key: str = "mean")
     """a - b paired by seed (same teachers, test prompts and seed): stats.paired's mean
     difference, 95% t-interval and whether it excludes 0."""
     return stats.paired(per_seed(rep_rows, a, part, key), per_seed(rep_rows, b, part, key))
+
+
+def family(comparisons: dict[str, dict], margins: dict[str, float] | None = None) -> dict[str, dict]:
+    """A study's family of pre-registered comparisons ({name: stats.paired}): each with its Holm-
+    adjusted p over the family (`p_holm`), whether it is resolved after the correction
+    (`resolved_holm`), and the verb the page prints (`reading`: stats.reading with the margin
+    registered for it before the run, if any; none registered: nothing is called equal)."""
+    margins = margins or {}
+    names = list(comparisons)
+    adj = stats.holm([comparisons[k]["p"] for k in names])
+    out = {}
+    for k, a in zip(names, adj):
+        p = comparisons[k]
+        out[k] = {**p, "p_holm": a, "resolved_holm": not math.isnan(a) and a < 0.05, "m": len(names),
+                  "reading": stats.reading(p, a, margins.get(k))}
+    return out
+
+
+def seeds_text(values: dict, digits: int = 3) -> str:
+    """'s0 +0.010, s1 -0.020, ...': per-seed values, for a cell where a mean over seeds could hide one."""
+    return ", ".join(f"s{s} {v:+.{digits}f}" for s, v in values.items())
 
 
 def cell(vals, ses=None) -> str:

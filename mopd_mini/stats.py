@@ -8,6 +8,13 @@ differences d_s = a_s - b_s: the mean difference with a 95% t-interval,
 mean(d) ± t_{0.975, k-1} · sd(d) / sqrt(k), and the difference is *resolved* only when that
 interval excludes 0. With 3 seeds t = 4.30, so a difference must be about 2.5 times its per-seed
 spread to be resolved: few seeds buy little resolution, which is the honest answer.
+
+A study's pre-registered comparisons are a family: `holm` corrects their p-values (the paired
+t-test's, `p_value`) by Holm's step-down rule, and a page calls a comparison resolved only when its
+Holm-adjusted p is below 0.05. An interval that includes 0 is *not resolved*, never a tie: a
+comparison is called equal only by `equivalent` (two one-sided tests, i.e. the 90% t-interval
+inside ±delta), with a margin delta registered before the run. `reading` puts the three verbs
+together.
 """
 
 from __future__ import annotations
@@ -28,6 +35,54 @@ def t975(df: int) -> float:
     if df <= len(_T975):
         return _T975[df - 1]
     return 1.960 + 2.40 / df  # within 0.002 of the exact quantile for df > 30
+
+
+def t_cdf(t: float, df: int) -> float:
+    """P(T <= t) for Student's t with df degrees of freedom (the regularised incomplete beta,
+    I_x(df/2, 1/2) with x = df / (df + t^2), by its continued fraction)."""
+    if df < 1:
+        raise ValueError(f"df must be >= 1, got {df}")
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    x = df / (df + t * t)
+    tail = 0.5 * _betainc(df / 2, 0.5, x)          # P(T > |t|)
+    return 1.0 - tail if t > 0 else tail
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta I_x(a, b) (Numerical Recipes' betacf, Lentz's method)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x > (a + 1) / (a + b + 2):                   # the continued fraction converges on the other side
+        return 1.0 - _betainc(b, a, 1.0 - x)
+    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-14:
+            break
+    return front * h / a
+
+
+def t_quantile(q: float, df: int) -> float:
+    """The q-quantile of Student's t with df degrees of freedom (t_cdf inverted by bisection)."""
+    if not 0 < q < 1:
+        raise ValueError(f"q must be in (0, 1), got {q}")
+    lo, hi = -1e4, 1e4
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_cdf(mid, df) < q else (lo, mid)
+    return (lo + hi) / 2
 
 
 def _finite(values) -> list[float]:
@@ -74,8 +129,71 @@ def paired(a: Mapping | Sequence, b: Mapping | Sequence) -> dict:
     diffs = _finite(x - y for x, y in pairs if x is not None and y is not None)
     m, half = mean_sd(diffs)[0], t_half_width(diffs)
     resolved = not math.isnan(half) and (m - half > 0 or m + half < 0)
-    return {"diff": m, "half": half, "lo": m - half, "hi": m + half, "n": len(diffs),
-            "resolved": resolved, "per_seed": diffs}
+    out = {"diff": m, "half": half, "lo": m - half, "hi": m + half, "n": len(diffs),
+           "resolved": resolved, "per_seed": diffs}
+    return {**out, "p": p_value(out)}
+
+
+def p_value(p: dict, null: float = 0.0) -> float:
+    """The two-sided paired t-test's p-value of `paired`'s difference against `null` (NaN below
+    2 pairs; 0 or 1 when every per-seed difference is the same). Below 0.05 exactly when the 95%
+    interval excludes `null`."""
+    n, half = p["n"], p["half"]
+    if n < 2 or math.isnan(half):
+        return float("nan")
+    se = half / t975(n - 1)
+    if se == 0:
+        return 1.0 if p["diff"] == null else 0.0
+    return 2 * (1 - t_cdf(abs(p["diff"] - null) / se, n - 1))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values of a family, in the input's order: the i-th smallest
+    (i = 0..m-1) is multiplied by (m - i), kept at least the one before it, capped at 1. A
+    comparison is resolved at 0.05 over the family when its adjusted p is below 0.05. A NaN
+    p-value (no interval) stays NaN and is not counted in m."""
+    ranked = sorted((v, i) for i, v in enumerate(pvalues) if not math.isnan(v))
+    m, out, running = len(ranked), [float("nan")] * len(pvalues), 0.0
+    for k, (v, i) in enumerate(ranked):
+        running = max(running, min(1.0, (m - k) * v))
+        out[i] = running
+    return out
+
+
+def equivalent(p: dict, delta: float) -> bool:
+    """Two one-sided tests at 0.05: both differences -delta and +delta rejected, i.e. the 90%
+    t-interval of the mean difference lies inside (-delta, +delta)."""
+    n = p["n"]
+    if n < 2 or math.isnan(p["half"]):
+        return False
+    half90 = t_quantile(0.95, n - 1) * p["half"] / t975(n - 1)
+    return -delta < p["diff"] - half90 and p["diff"] + half90 < delta
+
+
+def reading(p: dict, p_adj: float | None = None, margin: float | None = None, digits: int = 3) -> str:
+    """The verb a page prints for a comparison of a family: "resolved above 0" / "resolved below 0"
+    (by the Holm-adjusted p when given, else the interval), "equivalent within ±delta" (only with a
+    margin registered before the run), else "not resolved: the interval allows differences from X
+    to Y" (the uncorrected 95% interval)."""
+    if p["n"] < 2 or math.isnan(p["half"]):
+        return f"not resolved ({p['n']} seed{'s' if p['n'] != 1 else ''}: no interval)"
+    resolved = p_adj < 0.05 if p_adj is not None and not math.isnan(p_adj) else p["resolved"]
+    if resolved:
+        return "resolved " + ("above 0" if p["diff"] > 0 else "below 0")
+    if margin is not None and equivalent(p, margin):
+        return f"equivalent within ±{margin:g}"
+    return f"not resolved: the interval allows differences from {p['lo']:+.{digits}f} to {p['hi']:+.{digits}f}"
+
+
+def spread(values) -> dict:
+    """{"mean", "median", "max", "min"} of the values that are not None or NaN: where one seed
+    carries a mean, the median and the max say so."""
+    vals = sorted(_finite(values))
+    if not vals:
+        return {k: float("nan") for k in ("mean", "median", "max", "min")}
+    k = len(vals)
+    med = vals[k // 2] if k % 2 else (vals[k // 2 - 1] + vals[k // 2]) / 2
+    return {"mean": sum(vals) / k, "median": med, "max": vals[-1], "min": vals[0]}
 
 
 def interval_text(p: dict, digits: int = 3) -> str:

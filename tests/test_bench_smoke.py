@@ -280,7 +280,12 @@ def test_regimes_table_applies_the_registered_gates():
     assert one["sft_both"].settings["batch_size"] == 16 and one["rft"].name.endswith("_g2")
     assert regimes.decide({"n": 3, "half": 0.1, "lo": 0.05, "hi": 0.25}, above=0.0) == "supported"
     assert regimes.decide({"n": 3, "half": 0.1, "lo": -0.3, "hi": -0.1}, above=-0.05) == "refuted"
-    assert regimes.decide({"n": 3, "half": 0.1, "lo": -0.1, "hi": 0.1}, below=0.0) == "not resolved"
+    assert regimes.decide({"n": 3, "half": 0.1, "lo": -0.1, "hi": 0.1}, below=0.0) == \
+        "not resolved: the interval allows differences from -0.100 to +0.100"
+    # the family's correction: an interval that excludes the threshold alone is not resolved over the family
+    held = regimes.decide({"n": 3, "half": 0.1, "lo": 0.05, "hi": 0.25}, above=0.0, p_adj=0.2)
+    assert held.startswith("not resolved") and "uncorrected: supported" in held
+    assert regimes.decide({"n": 3, "half": 0.1, "lo": 0.05, "hi": 0.25}, above=0.0, p_adj=0.01) == "supported"
 
 
 def test_a_results_header_mentioned_in_a_sentence_does_not_cut_the_page():

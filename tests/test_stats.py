@@ -63,3 +63,69 @@ def test_t_half_width_by_hand_and_as_the_benches_computed_it():
                                                        rel=1e-12)
     p = stats.paired([1.06, 1.02, 1.18], [1.0, 1.0, 1.0])
     assert p["half"] == stats.t_half_width(p["per_seed"])
+
+
+def test_t_cdf_matches_the_quantile_table():
+    for df in (1, 2, 4, 10, 30):
+        assert stats.t_cdf(stats.t975(df), df) == pytest.approx(0.975, abs=2e-4)
+        assert stats.t_quantile(0.975, df) == pytest.approx(stats.t975(df), abs=2e-3)
+    assert stats.t_cdf(0.0, 3) == pytest.approx(0.5) and stats.t_cdf(-2.0, 5) == pytest.approx(1 - stats.t_cdf(2.0, 5))
+    assert stats.t_cdf(1.0, 1) == pytest.approx(0.75)                 # Cauchy: 1/2 + atan(1)/pi
+    assert stats.t_quantile(0.95, 4) == pytest.approx(2.132, abs=1e-3)
+
+
+def test_p_value_agrees_with_the_interval():
+    p = stats.paired({0: 1.06, 1: 1.02, 2: 1.18}, {0: 1.0, 1: 1.0, 2: 1.0})
+    assert p["p"] > 0.05 and not p["resolved"]
+    q = stats.paired([0.30, 0.31, 0.29, 0.32], [0.0] * 4)
+    assert q["p"] < 0.05 and q["resolved"]
+    # an interval whose end sits exactly on 0 has p = 0.05
+    edge = {"diff": 1.0, "half": 1.0, "n": 5}
+    assert stats.p_value(edge) == pytest.approx(0.05, abs=2e-4)
+    assert math.isnan(stats.paired([1.0], [0.0])["p"])
+
+
+def test_holm_by_hand():
+    # m = 4: sorted 0.01, 0.02, 0.03, 0.5 -> 0.04, 0.06, 0.06 (kept at least the one before), 0.5
+    adj = stats.holm([0.03, 0.5, 0.01, 0.02])
+    assert adj == pytest.approx([0.06, 0.5, 0.04, 0.06])
+    assert [a < 0.05 for a in adj] == [False, False, True, False]
+    assert stats.holm([0.9, 0.8]) == pytest.approx([1.0, 1.0]) and stats.holm([0.04, 0.2]) == pytest.approx([0.08, 0.2])
+    nan = stats.holm([0.01, float("nan"), 0.04])
+    assert nan[0] == pytest.approx(0.02) and math.isnan(nan[1]) and nan[2] == pytest.approx(0.04)
+
+
+def brute_force_holm(ps, alpha=0.05):
+    """Holm's procedure as its definition: walk the sorted p's, reject while p_(k) <= alpha / (m - k)."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    rejected = set()
+    for k, i in enumerate(order):
+        if ps[i] <= alpha / (len(ps) - k):
+            rejected.add(i)
+        else:
+            break
+    return rejected
+
+
+def test_holm_agrees_with_the_procedure_on_random_families():
+    import random
+    rng = random.Random(0)
+    for _ in range(500):
+        m = rng.randint(1, 15)
+        ps = [rng.random() ** 3 for _ in range(m)]
+        adj = stats.holm(ps)
+        assert {i for i, a in enumerate(adj) if a <= 0.05} == brute_force_holm(ps)
+        assert all(a >= p for a, p in zip(adj, ps))
+
+
+def test_reading_and_equivalence():
+    p = stats.paired([0.01, -0.01, 0.02, 0.0, 0.005], [0.0] * 5)
+    assert stats.reading(p).startswith("not resolved: the interval allows differences from")
+    assert stats.reading(p, margin=0.05) == "equivalent within ±0.05"        # only with a registered margin
+    assert not stats.equivalent(p, 0.01)                                       # the 90% interval reaches past 0.01
+    r = stats.paired([0.30, 0.31, 0.29, 0.32], [0.0] * 4)
+    assert stats.reading(r) == "resolved above 0"
+    assert stats.reading(r, p_adj=0.2).startswith("not resolved")              # the family's correction decides
+    assert stats.reading(stats.paired([1.0], [0.0])) == "not resolved (1 seed: no interval)"
+    s = stats.spread([0.0, 0.1, 17.6])
+    assert s["median"] == 0.1 and s["max"] == 17.6 and s["mean"] == pytest.approx(5.9)

@@ -96,3 +96,59 @@ def test_a_method_needs_a_setting_and_a_pick_known_methods():
     with pytest.raises(SystemExit, match="include 0"):
         study.run(study.Study(module="m", methods={}, setup=lambda p: None), seeds=[1], n=1, val_n=1,
                   summarise=lambda c, s: {})
+
+
+# a method whose seed-0 optimum is interior (2) but within one SE of the edge (3); the second seed
+# moves the two-seed choice onto the edge, and the true two-seed optimum lies past it, at 4
+VAL_EDGE = {0: {1: 0.50, 2: 0.700, 3: 0.695, 4: 0.73, 5: 0.70}, 1: {1: 0.50, 2: 0.60, 3: 0.72, 4: 0.74, 5: 0.70}}
+
+
+def edge_study(tmp_path, trained, rebracket):
+    def train(ctx, setting, seed):
+        lr = setting["lr"]
+        trained.append((lr, seed))
+        x = VAL_EDGE[seed][lr]
+        row = {"step": 1, "cost/trained_tokens": 10, **{f"acc/{d}/L16": x for d in ("binding", "recall")}}
+        return study.Result.of(f"c_{lr}_s{seed}", FakeRun([row]))
+
+    def extend(best, tried):      # the next setting past the edge the best sits on, up to 5 (the hard limit)
+        lrs = sorted(t["lr"] for t in tried)
+        if best["lr"] == lrs[-1] and best["lr"] < 5:
+            return {"lr": best["lr"] + 1}
+        if best["lr"] == lrs[0] and best["lr"] > 1:
+            return {"lr": best["lr"] - 1}
+        return None
+
+    cache = {f"{a}|{s}|100": {d: {"16": v} for d, v in {"binding": b, "recall": b}.items()}
+             for a, b in (("base", 0.0), ("teacher_binding", 1.0), ("teacher_recall", 1.0)) for s in ("val", "test")}
+    cache.update({f"c_{lr}_s{seed}|test|100": {"binding": {"16": 0.5}, "recall": {"16": 0.5}}
+                  for lr in range(1, 6) for seed in range(2)})
+    (tmp_path / "evals.json").write_text(json.dumps(cache))
+    ctx = SimpleNamespace(bank=None, teachers={}, N=100, n_lora=10, folder=tmp_path)
+    return study.Study(module="unused", methods={"c": study.Method(train, grid=[{"lr": 1}, {"lr": 2}, {"lr": 3}],
+                                                                    scalar="lr", extend=extend)},
+                       setup=lambda progress: ctx, tie_break=1, rebracket=rebracket)
+
+
+def test_the_tie_breaks_choice_on_an_edge_is_bracketed_again(tmp_path):
+    """Without the second bracketing (rebracket=0, the old runner) the tie-break's choice stays on the
+    grid's upper edge (3); with it the grid grows around the choice on the same two seeds (4, then
+    5) and the two-seed choice (4) is interior."""
+    def chosen(rebracket, folder):
+        folder.mkdir()
+        trained = []
+        rep = study.run(edge_study(folder, trained, rebracket), seeds=[0], n=100, val_n=100, quiet=True,
+                        summarise=lambda ctx, state: {"chosen": dict(state.chosen), "grid": state.grid})
+        return rep, trained
+
+    old, _ = chosen(0, tmp_path / "old")
+    assert old["chosen"]["c"] == 3                                   # on the edge: never bracketed
+    assert [g["lr"] for g in old["grid"]["c"]] == [1, 2, 3]
+    new, trained = chosen(4, tmp_path / "new")
+    assert new["chosen"]["c"] == 4                                   # interior: 5 was worse on the two seeds
+    after = [g for g in new["grid"]["c"] if g.get("after_tie_break")]
+    assert [g["lr"] for g in after] == [4, 5] and all("mean2" in g for g in after)
+    assert {(4, 0), (4, 1), (5, 0), (5, 1)} <= set(trained)          # each new setting on the same two seeds
+    assert max(new["grid"]["c"], key=lambda g: g.get("mean2", -1))["lr"] == 4
+    limited, _ = chosen(1, tmp_path / "limited")                     # the hard limit stops it, and says where
+    assert limited["chosen"]["c"] == 4 and [g["lr"] for g in limited["grid"]["c"]] == [1, 2, 3, 4]
