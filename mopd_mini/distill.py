@@ -128,11 +128,13 @@ class MOPDConfig:
     student gives it more than this probability and the teacher less than e^stuck_teacher_logp"""
     stuck_teacher_logp: float = -5.0
     """the stuck detector: the teacher's log-prob of the token below this (-5: under 0.67%)"""
-    stuck_warn_share: float = 0.05
+    stuck_warn_share: float = 0.02
     """a StuckWarning (once per domain and run, kept in warnings.json) when a domain's stuck share
-    stays above this for stuck_window consecutive steps (1: never)"""
-    stuck_window: int = 25
-    """the stuck detector: consecutive steps above stuck_warn_share before it warns"""
+    stays above this for stuck_window consecutive steps (1: never); 0.02 is about one stuck token a
+    step in a batch of 8 chain completions"""
+    stuck_window: int = 50
+    """the stuck detector: consecutive steps above stuck_warn_share before it warns (longer than the
+    early streaks of a student that is still learning: docs/stuck.md)"""
 
     def __post_init__(self):
         if isinstance(self.domains, str):  # domains="binding": one domain, not the letters b, i, n, ...
@@ -263,12 +265,13 @@ def stuck_metrics(info: dict, idx, mask, d: str) -> dict:
     """One domain's stuck detector (rows `idx`, completion mask (b, C)), pooled over its tokens:
     stuck_tokens (a count), stuck_share (stuck tokens / completion tokens), grad_stuck and grad_rest
     (the trained loss's mean per-position gradient norm on the stuck tokens and on the others),
-    kl_grad_stuck and kl_grad_rest (the exact reverse KL's). A mean over no token is None (null in
+    kl_grad_stuck and kl_grad_rest (the exact reverse KL's), kl_stuck and kl_rest (the exact reverse KL
+    itself there: how much of it the stuck tokens carry). A mean over no token is None (null in
     metrics.jsonl, never NaN, which is not JSON): read it beside stuck_tokens."""
     M = mask.bool()
     stuck = info["stuck"][idx].bool() & M
     row = {f"stuck_tokens/{d}": int(stuck.sum().item()), f"stuck_share/{d}": diagnostics.masked_share(stuck, M)}
-    for key, name in (("grad_norm", "grad"), ("kl_grad_norm", "kl_grad")):
+    for key, name in (("grad_norm", "grad"), ("kl_grad_norm", "kl_grad"), ("kl", "kl")):
         if key in info:
             row[f"{name}_stuck/{d}"] = diagnostics.mean_over(info[key][idx], stuck)
             row[f"{name}_rest/{d}"] = diagnostics.mean_over(info[key][idx], M & ~stuck)
