@@ -15,7 +15,11 @@ Each step, for a fresh student adapter (zero-initialised, so it starts AT the ba
                 kl    the exact full-vocabulary reverse KL
   5. update   AdamW on the student adapter only (teachers never enter the optimizer)
   6. log      per domain: exact KL (whatever the loss), advantages before the clip and the
-              fraction clipped, top-k masses, tokens, on-policy reward, greedy accuracy
+              fraction clipped, top-k masses, tokens, on-policy reward, greedy accuracy; and the
+              stuck detector (docs/stuck.md): the share of sampled tokens where the student is
+              confident and the teacher rejects it, the gradient they get against the rest (closed
+              form, no extra backward), the mass off the teacher's top-k; a StuckWarning, once per
+              domain, when the share stays high
 
 UCMOPD's two options (arXiv 2608.26735; off by default, `mopd_mini.ucmopd` has the maths):
   golden_gain  (GoldenGain)   m extra exploration completions per prompt, hotter and nucleus-
