@@ -15,7 +15,11 @@ Each step, for a fresh student adapter (zero-initialised, so it starts AT the ba
                 kl    the exact full-vocabulary reverse KL
   5. update   AdamW on the student adapter only (teachers never enter the optimizer)
   6. log      per domain: exact KL (whatever the loss), advantages before the clip and the
-              fraction clipped, top-k masses, tokens, on-policy reward, greedy accuracy
+              fraction clipped, top-k masses, tokens, on-policy reward, greedy accuracy; and the
+              stuck detector (docs/stuck.md): the share of sampled tokens where the student is
+              confident and the teacher rejects it, the gradient they get against the rest (closed
+              form, no extra backward), the mass off the teacher's top-k; a StuckWarning, once per
+              domain, when the share stays high
 
 UCMOPD's two options (arXiv 2608.26735; off by default, `mopd_mini.ucmopd` has the maths):
   golden_gain  (GoldenGain)   m extra exploration completions per prompt, hotter and nucleus-
@@ -36,12 +40,14 @@ because FactWorld completions are a few tokens long.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
 
 from . import cost
+from . import diagnostics
 from . import teachers as routing
 from .adapters import AdapterBank
 from .domains import get_domains
@@ -121,6 +127,18 @@ class MOPDConfig:
     """UCMOPD's Golden-Gain Enhancement (None: off; GoldenGain() the paper's settings)"""
     endorsement: Endorsement | None = None
     """UCMOPD's Teacher-Endorsement Filtering (None: off; Endorsement() to switch it on)"""
+    stuck_p: float = 0.9
+    """the stuck detector (logged, never trained on; docs/stuck.md): a sampled token is stuck when the
+    student gives it more than this probability and the teacher less than e^stuck_teacher_logp"""
+    stuck_teacher_logp: float = -5.0
+    """the stuck detector: the teacher's log-prob of the token below this (-5: under 0.67%)"""
+    stuck_warn_share: float = 0.02
+    """a StuckWarning (once per domain and run, kept in warnings.json) when a domain's stuck share
+    stays above this for stuck_window consecutive steps (1: never); 0.02 is about one stuck token a
+    step in a batch of 8 chain completions"""
+    stuck_window: int = 50
+    """the stuck detector: consecutive steps above stuck_warn_share before it warns (longer than the
+    early streaks of a student that is still learning: docs/stuck.md)"""
 
     def __post_init__(self):
         if isinstance(self.domains, str):  # domains="binding": one domain, not the letters b, i, n, ...
@@ -154,6 +172,14 @@ class MOPDConfig:
                              "route only the domains being distilled")
         if self.golden_gain is not None:
             self.golden_gain.check()
+        if not 0 <= self.stuck_p < 1:
+            raise ValueError(f"stuck_p must be in [0, 1) (a probability the student exceeds), got {self.stuck_p}")
+        if not self.stuck_teacher_logp <= 0:
+            raise ValueError(f"stuck_teacher_logp must be <= 0 (a log-prob; -5 is 0.67%), got {self.stuck_teacher_logp}")
+        if not 0 <= self.stuck_warn_share <= 1:
+            raise ValueError(f"stuck_warn_share must be in [0, 1] (1: never warn), got {self.stuck_warn_share}")
+        if self.stuck_window < 1:
+            raise ValueError(f"stuck_window must be >= 1 (steps), got {self.stuck_window}")
         check_loop(self)
 
     @property
@@ -197,21 +223,62 @@ def mopd_objective(cfg: MOPDConfig, student_logits, rollout: Rollout, teacher: r
             "advantage": pg["advantage"], "clipped": pg["clipped"].float(), "loss": per_token_loss,
             "student_topk_mass": topk["student_topk_mass"], "teacher_topk_mass": topk["teacher_topk_mass"],
             "student_logprob": student_logprobs.detach(), "teacher_logprob": teacher.logprobs}
+    info.update(stuck_info(cfg, student_logits, rollout, teacher, student_logprobs, pg["advantage"]
+                           if pg_weight is None else pg["advantage"] * pg_weight, topk["student_topk_mass"]))
     return loss, info
 
 
+@torch.no_grad()
+def stuck_info(cfg: MOPDConfig, student_logits, rollout: Rollout, teacher: routing.TeacherScores,
+               student_logprobs, advantage, student_topk_mass) -> dict:
+    """The stuck detector's per-token tensors (docs/stuck.md; `diagnostics` has the maths), all (B, C):
+    `stuck` (1.0 where p_S(y) > stuck_p and log p_T(y) < stuck_teacher_logp), `grad_norm` (the trained
+    loss's per-position gradient norm with respect to the student's logits, in closed form: no extra
+    backward; absent for a loss without one in diagnostics.GRAD_NORMS), `kl_grad_norm` (the exact
+    reverse KL's), `off_support` (the student's mass outside the teacher's top-k set)."""
+    ids, mask = rollout.completion_ids, rollout.completion_mask
+    stuck = diagnostics.stuck_mask(student_logprobs, teacher.logprobs, mask, cfg.stuck_p, cfg.stuck_teacher_logp)
+    forms = [f for f in dict.fromkeys((cfg.loss, "kl")) if f in diagnostics.GRAD_NORMS]
+    norms = diagnostics.grad_norms(forms, student_logits, mask, teacher_logits=teacher.logits, ids=ids,
+                                   advantage=advantage, topk_ids=teacher.topk_ids, topk_logprobs=teacher.topk_logprobs,
+                                   topk_correction=cfg.topk_correction)
+    out = {"stuck": stuck.float(), "kl_grad_norm": norms["kl"], "off_support": (1 - student_topk_mass).clamp(min=0)}
+    if cfg.loss in norms:
+        out["grad_norm"] = norms[cfg.loss]
+    return out
+
+
 def domain_metrics(info: dict, rollout: Rollout, rewards) -> dict:
-    """Per-domain means of the per-token tensors (named metric/domain), plus token counts."""
+    """Per-domain means of the per-token tensors (named metric/domain), plus token counts and the
+    stuck detector's metrics (`stuck_metrics`)."""
     row = {}
     for d in dict.fromkeys(rollout.domains):
         idx = torch.tensor([i for i, x in enumerate(rollout.domains) if x == d])
         mask = rollout.completion_mask[idx]                                   # (b, C)
-        for name in ("loss", "kl", "sampled_kl", "clipped", "student_topk_mass", "teacher_topk_mass"):
+        for name in ("loss", "kl", "sampled_kl", "clipped", "student_topk_mass", "teacher_topk_mass", "off_support"):
             row[f"{name}/{d}"] = masked_mean(info[name][idx], mask).item()
+        row.update(stuck_metrics(info, idx, mask, d))
         adv = info["advantage_raw"][idx][mask.bool()]                        # this domain's tokens
         row.update({f"adv_mean/{d}": adv.mean().item(), f"adv_min/{d}": adv.min().item(),
                     f"adv_max/{d}": adv.max().item(), f"tokens/{d}": int(mask.sum().item()),
                     f"reward/{d}": rewards[idx].mean().item()})
+    return row
+
+
+def stuck_metrics(info: dict, idx, mask, d: str) -> dict:
+    """One domain's stuck detector (rows `idx`, completion mask (b, C)), pooled over its tokens:
+    stuck_tokens (a count), stuck_share (stuck tokens / completion tokens), grad_stuck and grad_rest
+    (the trained loss's mean per-position gradient norm on the stuck tokens and on the others),
+    kl_grad_stuck and kl_grad_rest (the exact reverse KL's), kl_stuck and kl_rest (the exact reverse KL
+    itself there: how much of it the stuck tokens carry). A mean over no token is None (null in
+    metrics.jsonl, never NaN, which is not JSON): read it beside stuck_tokens."""
+    M = mask.bool()
+    stuck = info["stuck"][idx].bool() & M
+    row = {f"stuck_tokens/{d}": int(stuck.sum().item()), f"stuck_share/{d}": diagnostics.masked_share(stuck, M)}
+    for key, name in (("grad_norm", "grad"), ("kl_grad_norm", "kl_grad"), ("kl", "kl")):
+        if key in info:
+            row[f"{name}_stuck/{d}"] = diagnostics.mean_over(info[key][idx], stuck)
+            row[f"{name}_rest/{d}"] = diagnostics.mean_over(info[key][idx], M & ~stuck)
     return row
 
 
@@ -275,8 +342,9 @@ def token_names(tokenizer, ids: list[int]) -> list[str]:
 
 @torch.no_grad()
 def track(bank: AdapterBank, cfg: MOPDConfig, examples: list, step: int) -> list[dict]:
-    """Sample the tracked prompts from the current student and record every token's KL and
-    advantage. Uses its own generator, so tracking never changes the training run."""
+    """Sample the tracked prompts from the current student and record every token's KL, advantage,
+    reverse-KL gradient norm and stuck flag (diagnostics). Uses its own generator, so tracking never
+    changes the training run."""
     generator = torch.Generator().manual_seed(cfg.seed * 100_003 + step)
     rollout = sample(bank.model, bank.tokenizer, examples, temperature=cfg.temperature,
                      max_new_tokens=cfg.max_new_tokens, generator=generator)
@@ -289,7 +357,9 @@ def track(bank: AdapterBank, cfg: MOPDConfig, examples: list, step: int) -> list
         records.append({"step": step, "domain": ex.task, "prompt": ex.prompt, "answer": ex.answer,
                         "tokens": token_names(bank.tokenizer, ids),
                         **{k: info[k][b, :n].tolist() for k in ("kl", "advantage_raw", "advantage",
-                                                                 "student_logprob", "teacher_logprob")}})
+                                                                 "student_logprob", "teacher_logprob",
+                                                                 "kl_grad_norm")},
+                        "stuck": [bool(x) for x in info["stuck"][b, :n].tolist()]})
     return records
 
 
@@ -379,7 +449,46 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
             if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
                 row.update(accuracy_by_length(model, bank.tokenizer, domains, cfg.eval_n, cfg.eval_split))
             run.log(row)
+            warn_if_stuck(run, cfg)
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 run.save(step, bank, cfg.student, optimizer, generator)
     run.finish(bank, cfg.student)
     return run
+
+
+# ---------------------------------------------------------------------------------------------
+# the stuck warning
+# ---------------------------------------------------------------------------------------------
+
+
+class StuckWarning(UserWarning):
+    """A domain's stuck share stayed above MOPDConfig.stuck_warn_share for stuck_window steps."""
+
+
+REMEDIES = ('the on-policy forward KL (loss="fkl"), the generalised JSD (loss="jsd" with beta), teacher '
+            'prefixes for part of the batches (lmbda < 1), Top-k over the teacher\'s support with local support '
+            'matching, or top_p on the student\'s rollouts (MOPDConfig options; docs/stuck.md)')
+
+
+def warn_if_stuck(run: Run, cfg: MOPDConfig) -> list[dict]:
+    """After a step is logged: warn (StuckWarning) and record it in `run.warnings` (checkpoint.pt and
+    warnings.json) when a domain's stuck_share has been above cfg.stuck_warn_share for the last
+    cfg.stuck_window logged steps; at most once per domain and run. Read from `run.metrics`, which a
+    resumed run restores with its warnings: a resume continues the streak and never warns twice."""
+    warned = {w["domain"] for w in run.warnings if w.get("kind") == "stuck"}
+    last, new = run.metrics[-cfg.stuck_window:], []
+    for d in cfg.domains:
+        shares = [r.get(f"stuck_share/{d}") for r in last]
+        if d in warned or len(last) < cfg.stuck_window or not all(
+                s is not None and s > cfg.stuck_warn_share for s in shares):
+            continue
+        message = (f"the student looks stuck on {d}: {shares[-1]:.1%} of its sampled tokens at step "
+                   f"{last[-1]['step']} (more than {cfg.stuck_warn_share:.0%} for {cfg.stuck_window} steps) are "
+                   f"ones it gives p > {cfg.stuck_p} and the teacher log p < {cfg.stuck_teacher_logp}; there "
+                   f"the reverse KL's gradient vanishes. Remedies: {REMEDIES}")
+        entry = {"kind": "stuck", "step": last[-1]["step"], "domain": d, "share": shares[-1],
+                 "window": cfg.stuck_window, "threshold": cfg.stuck_warn_share, "message": message}
+        run.warnings.append(entry)
+        new.append(entry)
+        warnings.warn(message, StuckWarning, stacklevel=3)
+    return new

@@ -452,6 +452,8 @@ NO_EFFECT = {
     "compact_teachers": ("how the course holds its frozen teachers in memory (in a bf16 base's dtype, the scores "
                          "within its rounding); the export merges the teachers' saved adapters into checkpoints, "
                          "which verl serves in its own dtype"),
+    **dict.fromkeys(("stuck_p", "stuck_teacher_logp", "stuck_warn_share", "stuck_window"),
+                    "the course's stuck detector: what it logs and warns about, never trained on"),
 }
 """MOPDConfig fields that do not change what is trained (so nothing of them needs carrying)"""
 REFUSED = {

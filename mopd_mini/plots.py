@@ -114,10 +114,13 @@ def curves(runs: dict[str, list[dict]], keys: str | list[str], ylabel: str = "",
 
 def token_heatmap(trace: list[dict], value: str = "kl", steps: tuple[int, ...] | None = None,
                   domains=("binding", "recall"), cmap: str | None = None, vmax: float | None = None,
-                  title: str | None = None):
+                  title: str | None = None, mark_stuck: bool = True):
     """Rows: tracked completions (per domain, per recorded step); columns: their sampled tokens,
-    each cell coloured by `value` ("kl", "advantage_raw", "advantage", ...) and labelled with the
-    token and the number. KL uses a sequential map; advantages a diverging one centred at 0."""
+    each cell coloured by `value` ("kl", "advantage_raw", "advantage", "kl_grad_norm", ...) and
+    labelled with the token and the number. KL uses a sequential map; advantages a diverging one
+    centred at 0. `mark_stuck`: the tokens the trace flags as stuck (the student confident, the
+    teacher rejecting it: `diagnostics.stuck_mask`) get a hatched cyan outline; a trace recorded
+    before the flags existed draws without marks."""
     steps = steps or sorted({r["step"] for r in trace})
     rows = [r for s in steps for d in domains for r in trace if r["step"] == s and r["domain"] == d]
     width = max(len(r["tokens"]) for r in rows)
@@ -135,6 +138,12 @@ def token_heatmap(trace: list[dict], value: str = "kl", steps: tuple[int, ...] |
             dark = abs(v) > 0.6 * top
             ax.text(j, i, f"{tok.lstrip('▁Ġ')}\n{v:+.2f}" if signed else f"{tok.lstrip('▁Ġ')}\n{v:.2f}",
                     ha="center", va="center", fontsize=7, color="white" if dark else "black")
+            if mark_stuck and r.get("stuck", ())[j:j + 1] == [True]:
+                ax.add_patch(plt.Rectangle((j - 0.46, i - 0.46), 0.92, 0.92, fill=False, hatch="///",
+                                           edgecolor="cyan", linewidth=2, gid="stuck"))
+    if mark_stuck and any(any(r.get("stuck", ())) for r in rows):
+        ax.plot([], [], "s", mfc="none", mec="cyan", mew=2, label="stuck: p_S(y) high, p_T(y) tiny")
+        ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
     ax.set(xticks=range(width), xticklabels=[f"t{j}" for j in range(width)], yticks=range(len(rows)),
            yticklabels=[f"step {r['step']} · {r['domain']} · gold {r['answer']}" for r in rows],
            title=title or f"per-token {value} of sampled completions")

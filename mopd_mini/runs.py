@@ -6,6 +6,7 @@
         metrics.jsonl     one JSON object per step
         config.json       the trainer's config
         trace.json        per-token records for plots (MOPD only)
+        warnings.json     what the run warned about (MOPD's stuck detector), when it did
 
 Every file is written to a temporary name and renamed into place, so a run killed at any moment
 (even during a save) leaves the previous checkpoint loadable, and resuming replays the exact
@@ -98,6 +99,9 @@ class Run:
     config: dict
     metrics: list[dict] = field(default_factory=list)
     trace: list[dict] = field(default_factory=list)
+    warnings: list[dict] = field(default_factory=list)
+    """what the trainer warned about, once each (MOPD's StuckWarning: step, domain, share, message); in
+    checkpoint.pt and warnings.json, so a resumed run keeps them and does not warn again"""
     seconds: float = 0.0
     """wall time of the training steps so far (no evaluations, no checkpoints); in checkpoint.pt,
     not in metrics.jsonl, which stays byte-identical between runs of one seed"""
@@ -159,7 +163,7 @@ class Run:
         state = {"step": step, "config": self.config, "adapter": bank.state(name),
                  "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
                  "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
-                 "metrics": self.metrics, "trace": self.trace, "seconds": self.seconds, "ledger": self.ledger}
+                 "metrics": self.metrics, "trace": self.trace, "warnings": self.warnings, "seconds": self.seconds, "ledger": self.ledger}
         buffer = io.BytesIO()
         torch.save(state, buffer)
         atomic_write(self.dir / "checkpoint.pt", buffer.getvalue())
@@ -206,6 +210,7 @@ class Run:
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])
         self.metrics, self.trace = state["metrics"], state["trace"]
+        self.warnings = state.get("warnings", [])   # a checkpoint from before warnings were kept: none
         self.seconds = state.get("seconds", 0.0)
         self.ledger = min(self.ledger, state.get("ledger", 0))
         self._state = None  # resumed once; the tensors now live in the bank and the optimizer
@@ -220,6 +225,8 @@ class Run:
                  "metrics.jsonl": "".join(json.dumps(r) + "\n" for r in self.metrics).encode()}
         if self.trace:
             files["trace.json"] = json.dumps(self.trace).encode()
+        if self.warnings:
+            files["warnings.json"] = json.dumps(self.warnings, indent=1).encode()
         for file, data in files.items():
             path = self.dir / file
             if not (path.exists() and path.read_bytes() == data):
@@ -314,7 +321,8 @@ def config_diff(saved: dict, now: dict) -> str:
                      for k in sorted(saved.keys() | now.keys()) if saved.get(k) != now.get(k))
 
 
-IGNORED_ON_RESUME = ("steps", "progress", "eval_every", "eval_n", "checkpoint_every", "track_steps", "track_prompts")
+IGNORED_ON_RESUME = ("steps", "progress", "eval_every", "eval_n", "checkpoint_every", "track_steps", "track_prompts",
+                     "stuck_p", "stuck_teacher_logp", "stuck_warn_share", "stuck_window")
 ADDED_FIELDS = {"eval_split": "test", "teachers": None}  # fields newer than some saved runs: their value before they existed
 
 

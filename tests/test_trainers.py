@@ -180,15 +180,22 @@ def test_domain_metrics_split_by_domain(tiny, mixed_examples):
     value = torch.tensor([1.0 if d == "binding" else 2.0 for d in rollout.domains])[:, None]
     per_token = value.expand_as(rollout.completion_mask).clone()                # (B, C)
     info = {name: per_token for name in ("loss", "kl", "sampled_kl", "clipped", "student_topk_mass",
-                                         "teacher_topk_mass", "advantage_raw")}
+                                         "teacher_topk_mass", "advantage_raw", "off_support", "grad_norm",
+                                         "kl_grad_norm")}
+    info["stuck"] = (per_token == 1).float()                                   # every binding token stuck
     rewards = value[:, 0] - 1                                                  # binding 0, recall 1
     row = domain_metrics(info, rollout, rewards)
     for d, v in (("binding", 1.0), ("recall", 2.0)):
         rows = [i for i, x in enumerate(rollout.domains) if x == d]
         assert row[f"tokens/{d}"] == int(rollout.completion_mask[rows].sum())
-        for name in ("loss", "kl", "clipped", "student_topk_mass", "adv_mean", "adv_min", "adv_max"):
+        for name in ("loss", "kl", "clipped", "student_topk_mass", "adv_mean", "adv_min", "adv_max", "off_support"):
             assert row[f"{name}/{d}"] == v, f"{name}/{d}"
         assert row[f"reward/{d}"] == v - 1
+    assert row["stuck_share/binding"] == 1 and row["stuck_tokens/binding"] == row["tokens/binding"]
+    assert row["grad_stuck/binding"] == row["kl_grad_stuck/binding"] == row["kl_stuck/binding"] == 1
+    assert row["grad_rest/binding"] is None and row["kl_rest/binding"] is None  # no other token
+    assert row["stuck_share/recall"] == 0 and row["stuck_tokens/recall"] == 0 and row["grad_stuck/recall"] is None
+    assert row["grad_rest/recall"] == row["kl_grad_rest/recall"] == 2
 
 
 def test_student_needs_the_teachers(bank, add_teachers):
