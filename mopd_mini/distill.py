@@ -51,6 +51,7 @@ from .rollout import Rollout, check_budget, completion_logits, concat, prefill_r
 from .ucmopd import (Endorsement, GoldenGain, endorsement_mask, entropy, golden_gain_keep,
                      positive_advantage_density)
 from .runs import Run, adamw, check_loop, guarded_step, preset, train_mode
+from .validate import validate
 
 LOSSES = ("pg", "topk", "kl")
 
@@ -123,9 +124,7 @@ class MOPDConfig:
     """UCMOPD's Teacher-Endorsement Filtering (None: off; Endorsement() to switch it on)"""
 
     def __post_init__(self):
-        if isinstance(self.domains, str):  # domains="binding": one domain, not the letters b, i, n, ...
-            self.domains = (self.domains,)
-        elif self.domains is not None:
+        if isinstance(self.domains, list):  # a str stays one, for check() to refuse (validate)
             self.domains = tuple(self.domains)
 
     @classmethod
@@ -137,6 +136,7 @@ class MOPDConfig:
         return preset(cls, model, qwen3, overrides)
 
     def check(self) -> None:
+        validate(self)  # every field by its annotation first: the checks below compare numbers
         if self.loss not in LOSSES:
             raise ValueError(f"unknown loss {self.loss!r}; valid losses: {LOSSES}")
         if self.scoring not in routing.MODES:

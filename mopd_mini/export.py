@@ -71,6 +71,7 @@ from .domains import get_domains
 from .models import TINY, load_base
 from .rollout import chat_prompt
 from .tokenizer import INSTRUCTION, is_tiny
+from .validate import validate
 
 VERL_VERSION = "0.9.1"
 MERGE_TOLERANCE = 1e-5  # merged teacher vs its adapter model: fp64 absolute, fp32 relative to max |logit|
@@ -114,6 +115,7 @@ class Layout:
 
     def check(self) -> None:
         """A ValueError naming the option for a count that cannot describe a node."""
+        validate(self)
         for name, flag in (("gpus", "--gpus"), ("teacher_tp", "--teacher-tp"), ("rollout_tp", "rollout_tp")):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

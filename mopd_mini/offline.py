@@ -57,6 +57,7 @@ from .losses import sft_loss, soft_label_kl
 from .rollout import completion_logits, pack, sample
 from . import runs
 from .runs import Run, adamw, check_loop, guarded_step, preset
+from .validate import validate
 
 LOSSES = ("sft", "soft")
 KEEP = ("correct", "all")
@@ -120,6 +121,7 @@ class OfflineConfig:
         return preset(cls, model, qwen3, overrides)
 
     def check(self) -> None:
+        validate(self)  # every field by its annotation first: the checks below compare numbers
         if self.loss not in LOSSES:
             raise ValueError(f"unknown loss {self.loss!r}; valid losses: {LOSSES}")
         if self.keep not in KEEP:

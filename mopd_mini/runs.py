@@ -21,6 +21,7 @@ when a run with that config trains.
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import os
@@ -156,7 +157,13 @@ class Run:
         """Checkpoint everything a resumed run needs, atomically, plus the readable files."""
         if self.dir is None:
             return
-        state = {"step": step, "config": self.config, "adapter": bank.state(name),
+        adapter = bank.state(name)
+        if not finite(adapter.values()):  # the last guard: a checkpoint never holds non-finite weights
+            bad = sorted(k for k, t in adapter.items() if not torch.isfinite(t).all())
+            raise ValueError(f"step {step}: the adapter {name!r} holds non-finite weights ({', '.join(bad[:3])}"
+                             f"{', ...' if len(bad) > 3 else ''}); nothing was saved, {self.dir / 'checkpoint.pt'} "
+                             "keeps the last finite step. Lower lr or grad_clip")
+        state = {"step": step, "config": self.config, "adapter": adapter,
                  "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
                  "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
                  "metrics": self.metrics, "trace": self.trace, "seconds": self.seconds, "ledger": self.ledger}
@@ -174,11 +181,7 @@ class Run:
             if self.dir is not None:
                 writable(self.dir)
             return None
-        try:
-            state = torch.load(path, weights_only=False)
-        except Exception as err:
-            raise ValueError(f"the checkpoint {path} is unreadable ({err}); if that folder is this run's, delete "
-                             "it to start over; else give this run another name or experiment") from err
+        state = load_checkpoint(path)
         self.check_role(role_of_config(state.get("config")), role_of_config(self.config))
         saved, now = _comparable(state["config"]), _comparable(self.config)
         if saved != now:
@@ -236,6 +239,35 @@ class Run:
         return self.dir
 
 
+def load_checkpoint(path: Path) -> dict:
+    """A checkpoint.pt read as tensors and plain data only (`weights_only=True`): unpickling may build
+    no other object, so a crafted file (a shared runs folder, a teacher handed out) runs no code.
+    A ValueError naming the file if it is refused or unreadable."""
+    import pickle
+
+    try:
+        state = torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as err:
+        why = [line.strip() for line in str(err).splitlines() if "GLOBAL" in line]
+        if not why:  # not a pickle at all (a truncated or foreign file): below
+            said = [x.strip() for x in str(err).splitlines() if x.strip() and not x.startswith(("Weights only",
+                    "Please file", "Check the doc"))]
+            raise ValueError(f"the checkpoint {path} is unreadable ({said[0] if said else err}); "
+                             "if that folder is this run's, delete it to start over; else give this run another "
+                             "name or experiment") from err
+        raise ValueError(f"refused to load the checkpoint {path}: it asks to build objects that are not tensors "
+                         f"or plain data ({why[0]}), so unpickling it could run code that whoever made the file "
+                         "put in it; nothing of it was run. No trainer writes such a file: do not use this folder "
+                         "(give this run another name or experiment)") from err
+    except Exception as err:
+        raise ValueError(f"the checkpoint {path} is unreadable ({err}); if that folder is this run's, delete "
+                         "it to start over; else give this run another name or experiment") from err
+    if not isinstance(state, dict) or not {"step", "config", "adapter"} <= set(state):
+        raise ValueError(f"the checkpoint {path} is not a training checkpoint (no step, config and adapter); "
+                         "give this run another name or experiment")
+    return state
+
+
 def adamw(params, lr: float, weight_decay: float = 0.0) -> torch.optim.AdamW:
     """AdamW for every trainer: torch's fused kernel (one kernel for all the tensors: the update of
     every LoRA matrix at once) where torch has it for the parameters' device (CUDA, CPU, MPS, ...),
@@ -268,17 +300,33 @@ def train_mode(model, enabled: bool = True):
         model.eval()
 
 
+def finite(tensors) -> bool:
+    """Whether every value of every tensor is finite (one sync for all of them)."""
+    tensors = [t.detach() for t in tensors]
+    return not tensors or bool(torch.stack([torch.isfinite(t).all() for t in tensors]).all())
+
+
 def guarded_step(loss: torch.Tensor, params: list, optimizer, grad_clip: float) -> dict:
-    """backward, clip, step; a non-finite loss or gradient skips the update (weights unchanged)."""
+    """backward, clip, step; a non-finite loss, gradient or updated weight skips the update: the
+    weights and the optimizer's state stay as they were, and the row says which (`nonfinite`)."""
     optimizer.zero_grad()
     if not torch.isfinite(loss):
-        return {"skipped_nonfinite": True}
+        return {"skipped_nonfinite": True, "nonfinite": "loss"}
     loss.backward()
     norm = torch.nn.utils.clip_grad_norm_(params, grad_clip)
     if not torch.isfinite(norm):
         optimizer.zero_grad()
-        return {"skipped_nonfinite": True, "grad_norm": norm.item()}
+        return {"skipped_nonfinite": True, "nonfinite": "grad", "grad_norm": norm.item()}
+    weights = [p.detach().clone() for p in params]
+    state = copy.deepcopy(optimizer.state_dict())
     optimizer.step()
+    if not finite(params):  # e.g. an lr so large the update overflows: never keep, never checkpoint it
+        with torch.no_grad():
+            for p, w in zip(params, weights):
+                p.copy_(w)
+        optimizer.load_state_dict(state)
+        optimizer.zero_grad()
+        return {"skipped_nonfinite": True, "nonfinite": "update", "grad_norm": norm.item()}
     return {"skipped_nonfinite": False, "grad_norm": norm.item()}
 
 
