@@ -50,7 +50,7 @@ from .losses import masked_mean, pg_loss, policy_gradient_loss, reverse_kl, topk
 from .rollout import Rollout, check_budget, completion_logits, concat, prefill_reusable, sample, token_logprobs
 from .ucmopd import (Endorsement, GoldenGain, endorsement_mask, entropy, golden_gain_keep,
                      positive_advantage_density)
-from .runs import Run, adamw, check_loop, guarded_step, preset, train_mode
+from .runs import Run, adamw, check_loop, guarded_step, preset, teacher_manifest, train_mode
 from .validate import validate
 
 LOSSES = ("pg", "topk", "kl")
@@ -320,6 +320,7 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
                          "teacher: give the student another name (student=...)")
     bank.claim(cfg.student, "student")
     run = Run.open(cfg.experiment, cfg.student, cfg)  # names, the folder's role, the checkpoint's config
+    run.check_teachers(teacher_manifest(bank, cfg.route))  # the teachers it read, by their weights' sha256
     bank.start(cfg.student, cfg.init_from, seed=cfg.seed, role="student")
     if cfg.compact_teachers:  # after the start: a student copied from a teacher copies its fp32 weights
         for teacher in sorted(set(cfg.route.values()) & set(bank.names)):

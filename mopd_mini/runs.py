@@ -22,6 +22,7 @@ when a run with that config trains.
 from __future__ import annotations
 
 import copy
+import hashlib
 import io
 import json
 import os
@@ -110,6 +111,9 @@ class Run:
     were counted by that code); one written before the version was kept reads 0"""
     _state: dict | None = field(default=None, repr=False)
     """the checkpoint `open` read and checked, until `resume` restores it"""
+    teachers: list[dict] | None = None
+    """the teachers this run reads (a student's): name, domain, sha256 of the weights; written beside
+    config.json as teacher_manifest.json (`check_teachers`)"""
 
     @classmethod
     def open(cls, experiment: str | None, name: str, config) -> "Run":
@@ -145,6 +149,23 @@ class Run:
             raise ValueError(f"{self.dir} holds {ROLES.get(held, UNKNOWN_ROLE)}; "
                              f"{ROLES[role]} never overwrites it. Give this run another name "
                              f"({NAME_FIELD[role]}=...) or another experiment")
+
+    def check_teachers(self, manifest: list[dict]) -> None:
+        """Record the teachers this run reads (`teacher_manifest`); a run folder whose manifest names a
+        teacher of the same name with other weights is refused, naming it: resuming would mix two
+        teachers in one student (and its export would serve the other one)."""
+        self.teachers = manifest
+        saved = read_manifest(self.dir) if self.dir is not None else None
+        if saved is None:
+            return
+        then = {t["name"]: t for t in saved}
+        for t in manifest:
+            old = then.get(t["name"])
+            if old is not None and old.get("sha256") != t["sha256"]:
+                raise ValueError(f"{self.dir} was trained with another {t['name']!r}: its weights' sha256 was "
+                                 f"{str(old.get('sha256'))[:16]}..., the bank's {t['name']!r} is {str(t['sha256'])[:16]}"
+                                 f"... ({MANIFEST}). Load the teacher it was trained with, or give this run another "
+                                 "name or experiment")
 
     def log(self, row: dict) -> dict:
         self.metrics.append(row)
@@ -223,6 +244,8 @@ class Run:
                  "metrics.jsonl": "".join(json.dumps(r) + "\n" for r in self.metrics).encode()}
         if self.trace:
             files["trace.json"] = json.dumps(self.trace).encode()
+        if self.teachers is not None and (self.trained or (self.dir / MANIFEST).exists()):  # a reload writes nothing
+            files[MANIFEST] = json.dumps(self.teachers, indent=1).encode()
         for file, data in files.items():
             path = self.dir / file
             if not (path.exists() and path.read_bytes() == data):
@@ -237,6 +260,59 @@ class Run:
         if self.trained or not all((self.dir / f).exists() for f in ADAPTER_FILES):
             bank.save(name, self.dir)
         return self.dir
+
+
+MANIFEST = "teacher_manifest.json"
+
+
+def weights_digest(tensors: dict) -> str:
+    """sha256 of an adapter's weights: its tensors in fp32, by name (the bank's names with the
+    adapter's own name taken out, which are the names peft saves)."""
+    h = hashlib.sha256()
+    for n in sorted(tensors):
+        h.update(n.encode() + tensors[n].detach().float().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def adapter_digest(bank: AdapterBank, name: str) -> str:
+    """`weights_digest` of adapter `name` in the bank."""
+    return weights_digest({n.replace(f".{name}.", "."): p for n, p in bank.parameters(name).items()})
+
+
+def folder_digest(folder: str | Path) -> str:
+    """`weights_digest` of a saved adapter folder (its adapter_model.safetensors)."""
+    from safetensors.torch import load_file
+
+    return weights_digest(load_file(str(Path(folder) / "adapter_model.safetensors")))
+
+
+def teacher_manifest(bank: AdapterBank, route: dict[str, str]) -> list[dict]:
+    """name, domains and sha256 of every teacher a run reads (`route`: domain -> teacher); the base
+    and a foreign teacher carry no adapter of this bank (sha256 None, `kind` says which)."""
+    out = {}
+    for domain, name in route.items():
+        entry = out.setdefault(name, {"name": name, "domains": []})
+        entry["domains"].append(domain)
+        if name in bank.names:
+            entry["sha256"] = adapter_digest(bank, name)
+        else:
+            entry.update(sha256=None, kind="foreign" if name in bank.foreign else "base")
+    return list(out.values())
+
+
+def read_manifest(folder: Path) -> list[dict] | None:
+    """A run's teacher_manifest.json (None if it has none); a ValueError naming it if unreadable."""
+    path = Path(folder) / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        saved = json.loads(path.read_text())
+        if not all(isinstance(t, dict) and "name" in t and "sha256" in t for t in saved):
+            raise ValueError("an entry lacks its name or sha256")
+    except ValueError as err:
+        raise ValueError(f"the teacher manifest {path} is unreadable ({err}); it records which teachers the run "
+                         "read: restore it from the run's copy, or retrain the run") from err
+    return saved
 
 
 def load_checkpoint(path: Path) -> dict:
