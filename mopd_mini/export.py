@@ -585,7 +585,7 @@ def _overlaps(a: Path, b: Path) -> bool:
 def protected(out: Path, inputs=()) -> str | None:
     """Why the export may never write or replace `out` (None if it may): the working folder or a
     folder above it, a repository (a folder with .git), a home or root folder, or a folder that is, or
-    holds, or is inside, one of the export's inputs (the run, a teacher)."""
+    holds, or is inside, one of the export's `inputs` ((what, path) pairs: the run, each teacher)."""
     cwd = Path.cwd().resolve()
     if out == cwd or out in cwd.parents:
         return f"it is the working folder{'' if out == cwd else ' ' + str(cwd) + ' or a folder above it'}"
@@ -593,10 +593,11 @@ def protected(out: Path, inputs=()) -> str | None:
         return "it is a home or root folder"
     if (out / ".git").exists():
         return "it is a repository (it holds .git)"
-    for given in inputs:
+    for what, given in dict(inputs).items():
         given = Path(given).resolve()
         if _overlaps(out, given):
-            return f"it is, holds or is inside {given}, an input of this export"
+            where = "it is" if out == given else "it holds" if out in given.parents else "it is inside"
+            return f"{where} {what}, {given}: an input of this export"
     return None
 
 
@@ -793,7 +794,9 @@ def export_verl(out: str | Path, cfg: MOPDConfig, teachers: dict[str, str | Path
     digests = check_manifest(Path(run) if run else None, teachers)
     actor, pool, replicas = fit(cfg, layout, len(teachers))
     out = Path(out).resolve()
-    check_out(out, force, [p for p in teachers.values() if p != BASE] + ([Path(run)] if run else []))
+    inputs = ([("the run being exported", Path(run))] if run else []) + [
+        (f"the {d} teacher", p) for d, p in teachers.items() if p != BASE]
+    check_out(out, force, inputs)
     at = Path(root) if root else out
     base, tokenizer = load_base(base_name, dtype=torch.float32, device="cpu")
     check_origins(base, tokenizer, teachers, base_name, allow_foreign)

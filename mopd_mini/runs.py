@@ -324,7 +324,7 @@ def load_checkpoint(path: Path) -> dict:
     try:
         state = torch.load(path, weights_only=True)
     except pickle.UnpicklingError as err:
-        why = [line.strip() for line in str(err).splitlines() if "GLOBAL" in line]
+        why = [line.strip().split(". Please")[0] for line in str(err).splitlines() if "GLOBAL" in line]
         if not why:  # not a pickle at all (a truncated or foreign file): below
             said = [x.strip() for x in str(err).splitlines() if x.strip() and not x.startswith(("Weights only",
                     "Please file", "Check the doc"))]
