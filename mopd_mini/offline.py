@@ -237,7 +237,7 @@ def read_cache(path: Path, rows: int) -> Collected | None:
         aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
         os.replace(path, aside)
         warnings.warn(f"the collect cache {path} is unreadable ({type(err).__name__}: {err}); set aside as "
-                      f"{aside.name}, sampling it again from the teachers", stacklevel=3)
+                      f"{aside.name}, sampling it again from the teachers", stacklevel=4)
         return None
 
 
