@@ -21,10 +21,17 @@ The export writes everything verl needs, in verl's own formats:
 All or nothing: the run's settings, the teachers' folders and origins, the GPU layout and --out are
 checked before anything is written; the export is built in a hidden staging folder beside --out
 and renamed into place at the end (swapped with an existing one in one atomic step where Linux can),
-so a failed or killed export leaves --out as it was. A non-empty --out is refused unless --force,
-which replaces it whole. Files get the modes the umask gives (the group can read them).
+so a failed, interrupted (SIGINT, SIGTERM, SIGHUP) or killed export leaves --out as it was, and the
+next export removes a dead one's staging folder. A non-empty --out is refused unless --force, which
+replaces a previous export whole (a folder holding the export's marker and only what an export
+writes), never the working folder or one above it, a repository, a home or root folder, the run or a
+teacher; an empty --out is an error. Files get the modes the umask gives (the group can read them).
 
-Faithful to the run: with --run, each domain's teacher is the one the student was distilled from
+Faithful to the run: every setting comes from the run's config.json (a missing key is an error naming
+it); each teacher's domain comes from its own record and a mismatch with the routing is refused unless
+--allow-domain-mismatch (recorded in export.json); a teacher under a name the student's
+teacher_manifest.json records must have the weights the student read. With --run, each domain's
+teacher is the one the student was distilled from
 (MOPDConfig.teachers: a round-2 teacher by its folder in the run, or "base", the base itself), and
 every MOPDConfig field is carried into the config (CARRIED), has no effect on what is trained
 (NO_EFFECT), or is refused by name when set (REFUSED: init_from, UCMOPD's golden_gain and

@@ -6,6 +6,7 @@
         metrics.jsonl     one JSON object per step
         config.json       the trainer's config
         trace.json        per-token records for plots (MOPD only)
+        teacher_manifest.json   the teachers a student read: name, domains, sha256 of the weights
 
 Every file is written to a temporary name and renamed into place, so a run killed at any moment
 (even during a save) leaves the previous checkpoint loadable, and resuming replays the exact
@@ -17,6 +18,12 @@ adapter names must name a folder inside RUNS_DIR; a folder that holds an adapter
 refused; the checkpoint must have this config (the difference is named) and at most this many
 steps. A finished run re-run with its config reloads and rewrites nothing: config.json changes only
 when a run with that config trains.
+
+Nothing runs from a file someone else made: checkpoint.pt is read with weights_only=True (tensors and
+plain data only; `load_checkpoint`). No checkpoint holds non-finite weights: `guarded_step` skips and
+undoes an update that makes one, and `Run.save` refuses one. A student records the teachers it reads
+(teacher_manifest.json: name, domains, sha256 of the weights) and is not resumed with other weights
+under one of those names.
 """
 
 from __future__ import annotations
