@@ -166,13 +166,19 @@ class Run:
         if saved is None:
             return
         then = {t["name"]: t for t in saved}
+        kept = []
         for t in manifest:
             old = then.get(t["name"])
-            if old is not None and old.get("sha256") != t["sha256"]:
+            compacted = {old.get("dtype"), t.get("dtype")} != {"float32"} if old else False
+            same = old is None or old.get("sha256") == t["sha256"] or (  # one of them compacted: compare rounded
+                compacted and old.get("sha256_bf16") is not None and old.get("sha256_bf16") == t.get("sha256_bf16"))
+            kept.append(t if old is None else old)  # the record keeps what the run first read
+            if not same:
                 raise ValueError(f"{self.dir} was trained with another {t['name']!r}: its weights' sha256 was "
                                  f"{str(old.get('sha256'))[:16]}..., the bank's {t['name']!r} is {str(t['sha256'])[:16]}"
                                  f"... ({MANIFEST}). Load the teacher it was trained with, or give this run another "
                                  "name or experiment")
+        self.teachers = kept
 
     def log(self, row: dict) -> dict:
         self.metrics.append(row)
@@ -281,9 +287,10 @@ def weights_digest(tensors: dict) -> str:
     return h.hexdigest()
 
 
-def adapter_digest(bank: AdapterBank, name: str) -> str:
-    """`weights_digest` of adapter `name` in the bank."""
-    return weights_digest({n.replace(f".{name}.", "."): p for n, p in bank.parameters(name).items()})
+def adapter_digest(bank: AdapterBank, name: str, dtype: torch.dtype | None = None) -> str:
+    """`weights_digest` of adapter `name` in the bank (rounded to `dtype` first, if given)."""
+    return weights_digest({n.replace(f".{name}.", "."): p if dtype is None else p.to(dtype)
+                           for n, p in bank.parameters(name).items()})
 
 
 def folder_digest(folder: str | Path) -> str:
@@ -300,8 +307,10 @@ def teacher_manifest(bank: AdapterBank, route: dict[str, str]) -> list[dict]:
     for domain, name in route.items():
         entry = out.setdefault(name, {"name": name, "domains": []})
         entry["domains"].append(domain)
-        if name in bank.names:
-            entry["sha256"] = adapter_digest(bank, name)
+        if name in bank.names:  # sha256_bf16: the same teacher held compacted (AdapterBank.compact) matches
+            held = next(iter(bank.parameters(name).values())).dtype
+            entry.update(sha256=adapter_digest(bank, name), sha256_bf16=adapter_digest(bank, name, torch.bfloat16),
+                         dtype=str(held).replace("torch.", ""))
         else:
             entry.update(sha256=None, kind="foreign" if name in bank.foreign else "base")
     return list(out.values())

@@ -5,8 +5,10 @@
 The rules, read from `dataclasses.fields()` and `typing.get_type_hints()` of the config's class, so
 a field added later is covered by its annotation alone:
 
-    int                   an int; a bool is not an int (True is not a step count), nor is 64.0
-    float                 a finite int or float (stored as a float); not a bool, not nan or inf
+    int                   an int (numpy's too, stored as an int); a bool is not an int (True is
+                          not a step count), nor is 64.0
+    float                 a finite int or float (numpy's too; stored as a float); not a bool, not
+                          nan or inf
     str, bool             exactly that type
     X | None              None, or an X (None only where the annotation says so)
     tuple[X, ...]         a tuple or a list of X (a list is stored as a tuple); never a bare str
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import types
 import typing
 
@@ -102,14 +105,14 @@ def conform(value, tp):
         if value not in args:
             raise _Refused
         return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if tp is float:  # numbers.Real: numpy's floats and ints too
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
             raise _Refused
         return float(value)
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
+    if tp is int:  # numbers.Integral: numpy's ints too, stored as a Python int
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise _Refused
-        return value
+        return value if type(value) is int else int(value)
     if tp in (str, bool) or dataclasses.is_dataclass(tp):
         if not isinstance(value, tp):
             raise _Refused

@@ -400,3 +400,19 @@ def test_a_broken_collect_cache_is_named_set_aside_and_rebuilt(teacher_bank, run
     aside = [p for p in path.parent.iterdir() if p.name.startswith(f"{path.name}.corrupt-")]
     assert len(aside) == 1 and aside[0].read_text() == broken
     assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, aside[0].name])  # no temp files
+
+
+def test_a_compacted_teacher_is_the_same_teacher_and_the_record_keeps_the_first(tmp_path):
+    """AdapterBank.compact holds a teacher in a bf16 base's dtype (a resume in the same process sees it
+    so): its bf16-rounded digest matches, and the manifest keeps the fp32 digest the export checks. Two
+    fp32 teachers that differ are refused even when they round to the same bf16 weights."""
+    first = {"name": "teacher_binding", "domains": ["binding"], "sha256": "a" * 64, "sha256_bf16": "b" * 64,
+             "dtype": "float32"}
+    (tmp_path / runs.MANIFEST).write_text(json.dumps([first]))
+    run = runs.Run(tmp_path, {})
+    run.check_teachers([{**first, "sha256": "c" * 64, "dtype": "bfloat16"}])
+    assert run.teachers == [first]
+    with pytest.raises(ValueError, match=r"was trained with another 'teacher_binding'"):
+        run.check_teachers([{**first, "sha256": "c" * 64}])
+    with pytest.raises(ValueError, match=r"was trained with another 'teacher_binding'"):
+        run.check_teachers([{**first, "sha256": "c" * 64, "sha256_bf16": "d" * 64, "dtype": "bfloat16"}])

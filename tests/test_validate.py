@@ -143,3 +143,13 @@ def test_the_command_line_refuses_a_non_finite_lr_before_any_work(tmp_path, caps
         err = capsys.readouterr().err
         assert code == 2 and message in err and "Traceback" not in err, err
     assert not any(tmp_path.iterdir())
+
+
+def test_numpy_numbers_are_numbers_and_stored_as_python_ones():
+    """A sweep's np.int64 seed or np.float32 lr is a number; a numpy bool is still not an int."""
+    np = pytest.importorskip("numpy")
+    cfg = MOPDConfig(steps=np.int64(3), seed=np.int32(1), lr=np.float32(0.5))
+    cfg.check()
+    assert (type(cfg.steps), type(cfg.seed), type(cfg.lr)) == (int, int, float) and cfg.lr == 0.5
+    with pytest.raises(ValueError, match=r"MOPDConfig.steps=np.True_ is not an int"):
+        MOPDConfig(steps=np.bool_(True)).check()
