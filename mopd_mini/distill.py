@@ -56,7 +56,8 @@ from .losses import masked_mean, pg_loss, policy_gradient_loss, reverse_kl, topk
 from .rollout import Rollout, check_budget, completion_logits, concat, prefill_reusable, sample, token_logprobs
 from .ucmopd import (Endorsement, GoldenGain, endorsement_mask, entropy, golden_gain_keep,
                      positive_advantage_density)
-from .runs import Run, adamw, check_loop, guarded_step, preset, train_mode
+from .runs import Run, adamw, check_loop, guarded_step, preset, teacher_manifest, train_mode
+from .validate import validate
 
 LOSSES = ("pg", "topk", "kl")
 
@@ -141,9 +142,7 @@ class MOPDConfig:
     early streaks of a student that is still learning: docs/stuck.md)"""
 
     def __post_init__(self):
-        if isinstance(self.domains, str):  # domains="binding": one domain, not the letters b, i, n, ...
-            self.domains = (self.domains,)
-        elif self.domains is not None:
+        if isinstance(self.domains, list):  # a str stays one, for check() to refuse (validate)
             self.domains = tuple(self.domains)
 
     @classmethod
@@ -155,6 +154,7 @@ class MOPDConfig:
         return preset(cls, model, qwen3, overrides)
 
     def check(self) -> None:
+        validate(self)  # every field by its annotation first: the checks below compare numbers
         if self.loss not in LOSSES:
             raise ValueError(f"unknown loss {self.loss!r}; valid losses: {LOSSES}")
         if self.scoring not in routing.MODES:
@@ -390,6 +390,7 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
                          "teacher: give the student another name (student=...)")
     bank.claim(cfg.student, "student")
     run = Run.open(cfg.experiment, cfg.student, cfg)  # names, the folder's role, the checkpoint's config
+    run.check_teachers(teacher_manifest(bank, cfg.route))  # the teachers it read, by their weights' sha256
     bank.start(cfg.student, cfg.init_from, seed=cfg.seed, role="student")
     if cfg.compact_teachers:  # after the start: a student copied from a teacher copies its fp32 weights
         for teacher in sorted(set(cfg.route.values()) & set(bank.names)):

@@ -21,10 +21,17 @@ The export writes everything verl needs, in verl's own formats:
 All or nothing: the run's settings, the teachers' folders and origins, the GPU layout and --out are
 checked before anything is written; the export is built in a hidden staging folder beside --out
 and renamed into place at the end (swapped with an existing one in one atomic step where Linux can),
-so a failed or killed export leaves --out as it was. A non-empty --out is refused unless --force,
-which replaces it whole. Files get the modes the umask gives (the group can read them).
+so a failed, interrupted (SIGINT, SIGTERM, SIGHUP) or killed export leaves --out as it was, and the
+next export removes a dead one's staging folder. A non-empty --out is refused unless --force, which
+replaces a previous export whole (a folder holding the export's marker and only what an export
+writes), never the working folder or one above it, a repository, a home or root folder, the run or a
+teacher; an empty --out is an error. Files get the modes the umask gives (the group can read them).
 
-Faithful to the run: with --run, each domain's teacher is the one the student was distilled from
+Faithful to the run: every setting comes from the run's config.json (a missing key is an error naming
+it); each teacher's domain comes from its own record and a mismatch with the routing is refused unless
+--allow-domain-mismatch (recorded in export.json); a teacher under a name the student's
+teacher_manifest.json records must have the weights the student read. With --run, each domain's
+teacher is the one the student was distilled from
 (MOPDConfig.teachers: a round-2 teacher by its folder in the run, or "base", the base itself), and
 every MOPDConfig field is carried into the config (CARRIED), has no effect on what is trained
 (NO_EFFECT), or is refused by name when set (REFUSED: init_from, UCMOPD's golden_gain and
@@ -56,21 +63,25 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import tempfile
-from dataclasses import asdict, dataclass, fields
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import torch
 
 import factworld
 
-from .adapters import BASE, AdapterBank, LoraSettings, atomic_write, share
+from . import runs
+from .adapters import BASE, AdapterBank, LoraSettings, atomic_write, role_of_config, share
 from .distill import LOSSES, MOPDConfig
 from .ucmopd import Endorsement, GoldenGain
 from .domains import get_domains
 from .models import TINY, load_base
 from .rollout import chat_prompt
 from .tokenizer import INSTRUCTION, is_tiny
+from .validate import validate
 
 VERL_VERSION = "0.9.1"
 MERGE_TOLERANCE = 1e-5  # merged teacher vs its adapter model: fp64 absolute, fp32 relative to max |logit|
@@ -114,6 +125,7 @@ class Layout:
 
     def check(self) -> None:
         """A ValueError naming the option for a count that cannot describe a node."""
+        validate(self)
         for name, flag in (("gpus", "--gpus"), ("teacher_tp", "--teacher-tp"), ("rollout_tp", "rollout_tp")):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -488,13 +500,24 @@ def unexportable(cfg: MOPDConfig, lora: LoraSettings) -> list[str]:
 
 
 def config_from_json(saved: dict) -> MOPDConfig:
-    """An MOPDConfig from its config.json (lists back to tuples, the UCMOPD options back to theirs)."""
+    """An MOPDConfig from its config.json (lists back to tuples, the UCMOPD options back to theirs),
+    checked. Every field must be there: a missing one is a ValueError naming it, never its default
+    (only the fields newer than some saved runs, runs.ADDED_FIELDS, take the value they had before)."""
+    if not isinstance(saved, dict):
+        raise ValueError(f"it holds a {type(saved).__name__}, not a config")
     known = {f.name for f in fields(MOPDConfig)}
+    missing = sorted(known - set(saved) - set(runs.ADDED_FIELDS))
+    if missing:
+        raise ValueError(f"it lacks {', '.join(missing)}: the export writes only what the run did, and will not "
+                         "guess a default")
+    saved = {**runs.ADDED_FIELDS, **saved}
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in known}
     for name, option in (("golden_gain", GoldenGain), ("endorsement", Endorsement)):
         if isinstance(values.get(name), dict):
             values[name] = option(**values[name])
-    return MOPDConfig(**values)
+    cfg = MOPDConfig(**values)
+    cfg.check()
+    return cfg
 
 
 # ---------------------------------------------------------------------------------------------
@@ -518,7 +541,7 @@ def read_run(run: str | Path) -> tuple[MOPDConfig, dict[str, Path | str], LoraSe
         cfg = config_from_json(json.loads(config_file.read_text()))
     except (ValueError, TypeError) as err:
         raise ValueError(f"the student's config {config_file} is unreadable ({err}); re-run the training "
-                         "that made it") from err
+                         "that made it, or restore its config.json") from err
     teachers = {d: BASE if name == BASE else run / name for d, name in cfg.route.items()}
     return cfg, teachers, lora_of(run / "student")
 
@@ -556,14 +579,59 @@ def check_teachers(cfg: MOPDConfig, teachers: dict) -> None:
                                     f"Train it, or give --teacher {d}=FOLDER (a folder saved by AdapterBank.save)")
 
 
-def check_out(out: Path, force: bool) -> None:
-    """`out` can be replaced by the export: not a file, empty or `force`, its parent writable."""
+MARKER = ".mopd_mini_export"
+"""the file every export writes into its folder: --force replaces only a folder that holds it"""
+EXPORT_NAMES = frozenset({"student_base", "teachers", "data", "reward", "verl_config.yaml", "run_verl.sh",
+                          "export.json", MARKER})
+"""everything an export writes at the top of its folder"""
+
+
+def _overlaps(a: Path, b: Path) -> bool:
+    """`a` is `b`, or one holds the other."""
+    return a == b or a in b.parents or b in a.parents
+
+
+def protected(out: Path, inputs=()) -> str | None:
+    """Why the export may never write or replace `out` (None if it may): the working folder or a
+    folder above it, a repository (a folder with .git), a home or root folder, or a folder that is, or
+    holds, or is inside, one of the export's `inputs` ((what, path) pairs: the run, each teacher)."""
+    cwd = Path.cwd().resolve()
+    if out == cwd or out in cwd.parents:
+        return f"it is the working folder{'' if out == cwd else ' ' + str(cwd) + ' or a folder above it'}"
+    if out == Path(out.anchor) or out == Path.home().resolve() or out in Path.home().resolve().parents:
+        return "it is a home or root folder"
+    if (out / ".git").exists():
+        return "it is a repository (it holds .git)"
+    for what, given in dict(inputs).items():
+        given = Path(given).resolve()
+        if _overlaps(out, given):
+            where = "it is" if out == given else "it holds" if out in given.parents else "it is inside"
+            return f"{where} {what}, {given}: an input of this export"
+    return None
+
+
+def check_out(out: Path, force: bool, inputs=()) -> None:
+    """`out` can be replaced by the export: not a file, not `protected`; empty, or `force` and a
+    folder a previous export wrote (its MARKER, and nothing beside what an export writes); its parent
+    writable."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file; give a folder for the export")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        held = sorted(f.name for f in out.iterdir())
-        raise ValueError(f"--out {out} exists and is not empty ({', '.join(held[:6])}{', ...' if len(held) > 6 else ''}); "
-                         "pass --force (force=True) to replace it whole, or give another --out")
+    why = protected(out, inputs)
+    if why:
+        raise ValueError(f"--out {out}: the export never writes there ({why}); give a new folder, e.g. "
+                         "--out build/verl_export")
+    held = sorted(f.name for f in out.iterdir()) if out.is_dir() else []
+    listed = f"{', '.join(held[:6])}{', ...' if len(held) > 6 else ''}"
+    if held and not force:
+        raise ValueError(f"--out {out} exists and is not empty ({listed}); pass --force (force=True) to replace a "
+                         "previous export whole, or give another --out")
+    if held:
+        foreign = sorted(set(held) - EXPORT_NAMES)
+        if MARKER not in held or foreign:
+            what = (f"it holds {', '.join(foreign[:6])}{', ...' if len(foreign) > 6 else ''}, which no export writes"
+                    if foreign else f"it has no {MARKER}, the file every export writes")
+            raise ValueError(f"--out {out} is not a previous export ({what}), so --force does not replace it: "
+                             "--force replaces only a folder an export wrote. Give another --out")
     parent = out.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
@@ -571,6 +639,62 @@ def check_out(out: Path, force: bool) -> None:
         raise ValueError(f"cannot write the export beside {out}: {parent} is not a writable folder")
     if out.exists() and not os.access(out.parent, os.W_OK | os.X_OK):
         raise ValueError(f"cannot replace {out}: its folder {out.parent} is not writable")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def clear_stale(out: Path) -> list[str]:
+    """Remove the staging (and set-aside) folders that a dead export of `out` left beside it (a
+    SIGKILL, a power cut): their names carry the process id. Returns what it removed; a warning
+    names each one it cannot tell is dead (no process id: an older export's)."""
+    import warnings
+
+    removed = []
+    if not out.parent.is_dir():
+        return removed
+    for p in sorted(out.parent.iterdir()):
+        m = re.fullmatch(rf"\.{re.escape(out.name)}\.(staging|old)-(\d+)-.*", p.name)
+        if m and not _alive(int(m.group(2))):
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p.name)
+        elif not m and re.fullmatch(rf"\.{re.escape(out.name)}\.(staging|old)-.*", p.name):
+            warnings.warn(f"{p} looks like the staging folder of an interrupted export of {out} (an older export, "
+                          "which did not name its process); delete it if no export is running", stacklevel=2)
+    return removed
+
+
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP during an export: unwinds like Ctrl-C, so its staging folder is removed."""
+
+
+@contextmanager
+def cleaned_on_signal():
+    """SIGTERM and SIGHUP raise inside the export (as SIGINT does) for as long as it runs, so the
+    `except` that removes the staging folder runs; the previous handlers come back after. Outside the
+    main thread (where Python cannot install handlers) nothing changes."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise _Terminated(f"export stopped by signal {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -594,23 +718,80 @@ def swap_into_place(staging: Path, out: Path) -> None:
     elif _exchange(staging, out):
         shutil.rmtree(staging, ignore_errors=True)  # it now holds the old export
     else:
-        old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
+        old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-{os.getpid()}-"))
         os.replace(out, old / out.name)
         os.replace(staging, out)
         shutil.rmtree(old, ignore_errors=True)
 
 
+def teacher_domains(path) -> tuple[str, ...]:
+    """The domains a teacher's own record (its run's config.json) names: a GRPO teacher's `domain`,
+    a Mix-RL adapter's several, a student's or an offline adapter's `domains`; none for the base, a
+    merge or a foreign adapter (no config.json of a trainer)."""
+    if path == BASE:
+        return ()
+    try:
+        config = json.loads((Path(path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return ()
+    role = role_of_config(config)
+    names = config.get("domain") if role == "teacher" else config.get("domains") if role else None
+    names = (names,) if isinstance(names, str) else names
+    return tuple(n for n in names if isinstance(n, str)) if isinstance(names, (list, tuple)) else ()
+
+
+def check_routing(teachers: dict, allow_mismatch: bool) -> dict[str, list[str]]:
+    """Each domain's teacher names that domain in its own record (`teacher_domains`); a ValueError
+    naming every mismatch unless `allow_mismatch` (--allow-domain-mismatch, recorded in export.json).
+    Returns domain -> the domains its teacher's record names."""
+    named = {d: list(teacher_domains(p)) for d, p in teachers.items()}
+    wrong = [f"{d} is routed to {p}, whose record names {named[d] or 'no domain'}"
+             + ("" if p == BASE or named[d] else f" (no trainer's config.json in {p})")
+             for d, p in teachers.items() if d not in named[d]]
+    if wrong and not allow_mismatch:
+        raise ValueError("the routing does not match the teachers' own records: " + "; ".join(wrong)
+                         + ". Route each domain to its own teacher, or pass --allow-domain-mismatch "
+                         "(allow_mismatch=True) to export this routing on purpose (export.json records it)")
+    return named
+
+
+def check_manifest(run: Path | None, teachers: dict) -> dict[str, str]:
+    """A teacher given under a name the student's teacher_manifest.json records must have the
+    weights the student read (sha256); a ValueError naming it otherwise. Returns domain -> sha256
+    of each exported adapter."""
+    manifest = {t["name"]: t for t in (runs.read_manifest(run / "student") or [])} if run else {}
+    digests = {}
+    for d, path in teachers.items():
+        if path == BASE:
+            continue
+        digests[d] = runs.folder_digest(path)
+        read = manifest.get(Path(path).name)
+        if read is not None and read.get("sha256") is not None and read["sha256"] != digests[d]:
+            raise ValueError(f"the {d} teacher {path} is not the {Path(path).name!r} the student was trained "
+                             f"with: its weights' sha256 is {digests[d][:16]}..., the student's "
+                             f"{runs.MANIFEST} records {read['sha256'][:16]}... Give the teacher it read, or "
+                             "retrain the student")
+    return digests
+
+
 def export_verl(out: str | Path, cfg: MOPDConfig, teachers: dict[str, str | Path], lora: LoraSettings | None = None,
                 base_name: str = TINY, layout: Layout = Layout(), root: str | None = None,
-                allow_foreign: bool = False, force: bool = False) -> dict:
+                allow_foreign: bool = False, force: bool = False, run: str | Path | None = None,
+                allow_mismatch: bool = False, routed_by_flag: tuple[str, ...] = ()) -> dict:
     """Write the verl export of one MOPD experiment into `out`; returns what export.json holds.
     `root`: the folder `out` will be at on the cluster (default: `out` itself, absolute).
     `teachers`: domain -> adapter folder, or BASE (the base itself is that domain's teacher).
+    `run`: the course run exported (its student's teacher manifest is checked; never replaced).
 
     All or nothing: everything is checked first (the config, each setting verl cannot carry, the
-    layout, the teachers' folders and origins, `out`), then built in a staging folder beside `out`
-    and renamed into place at the end. An existing non-empty `out` is refused unless `force`,
-    which replaces it whole; a failed or killed export leaves `out` as it was."""
+    layout, the teachers' folders, origins, records and weights, `out`), then built in a staging
+    folder beside `out` and renamed into place at the end. An existing non-empty `out` is refused
+    unless `force` and it is a previous export (`check_out`); a failed, interrupted (SIGINT, SIGTERM,
+    SIGHUP) or killed export leaves `out` as it was, and a dead one's staging folder is removed by the
+    next export."""
+    if not str(out).strip():
+        raise ValueError("--out is empty (an unset shell variable?); give the export folder, e.g. "
+                         "--out build/verl_export")
     cfg.check()
     lora = lora or LoraSettings()
     why = unexportable(cfg, lora)  # refuse before any work: never a silently different run
@@ -618,21 +799,35 @@ def export_verl(out: str | Path, cfg: MOPDConfig, teachers: dict[str, str | Path
         raise ValueError("; and ".join(why))
     teachers = {d: BASE if p == BASE else Path(p) for d, p in teachers.items()}
     check_teachers(cfg, teachers)
+    named = check_routing(teachers, allow_mismatch)
+    digests = check_manifest(Path(run) if run else None, teachers)
     actor, pool, replicas = fit(cfg, layout, len(teachers))
     out = Path(out).resolve()
-    check_out(out, force)
+    inputs = ([("the run being exported", Path(run))] if run else []) + [
+        (f"the {d} teacher", p) for d, p in teachers.items() if p != BASE]
+    check_out(out, force, inputs)
     at = Path(root) if root else out
     base, tokenizer = load_base(base_name, dtype=torch.float32, device="cpu")
     check_origins(base, tokenizer, teachers, base_name, allow_foreign)
-    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.staging-"))
-    try:
-        info = build(staging, at, cfg, teachers, lora, base_name, base, tokenizer, layout, (actor, pool, replicas),
-                     allow_foreign)
-        share(staging)  # mkdtemp's 0o700 and safetensors' 0o600: as the umask says instead
-        swap_into_place(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    clear_stale(out)
+    with cleaned_on_signal():
+        staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.staging-{os.getpid()}-"))
+        try:
+            info = build(staging, at, cfg, teachers, lora, base_name, base, tokenizer, layout,
+                         (actor, pool, replicas), allow_foreign)
+            info.update(teacher_domains=named, allow_domain_mismatch=allow_mismatch, teacher_sha256=digests,
+                        run=str(Path(run).resolve()) if run else None, routed_by_flag=list(routed_by_flag))
+            if routed_by_flag:  # what the exported config runs, not the run's map
+                info["mopd_config"]["teachers"] = {**(cfg.teachers or {}),
+                                                   **{d: str(teachers[d]) for d in routed_by_flag}}
+            atomic_write(staging / "export.json", json.dumps(info, indent=1, default=str).encode())
+            atomic_write(staging / MARKER, json.dumps({"written_by": "mopd_mini.export", "verl": VERL_VERSION,
+                                                       "files": sorted(EXPORT_NAMES)}).encode())
+            share(staging)  # mkdtemp's 0o700 and safetensors' 0o600: as the umask says instead
+            swap_into_place(staging, out)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     return info
 
 
@@ -708,7 +903,12 @@ def parser(prog: str = "python -m mopd_mini.export") -> argparse.ArgumentParser:
                    help="a teacher adapter folder per domain (instead of, or on top of, --run); ADAPTER 'base': "
                         "the base itself is that domain's teacher")
     v.add_argument("--out", required=True, help="the export folder (built beside it, renamed into place at the end)")
-    v.add_argument("--force", action="store_true", help="replace an existing non-empty --out whole")
+    v.add_argument("--force", action="store_true", help="replace a previous export at --out whole (only a folder "
+                                                        "an export wrote: never the working folder, the run, a "
+                                                        "repository or a home folder)")
+    v.add_argument("--allow-domain-mismatch", action="store_true",
+                   help="export a routing where a domain's teacher does not name that domain in its own record "
+                        "(the base, a foreign adapter, another domain's teacher); recorded in export.json")
     v.add_argument("--base", default=TINY, help="the base the adapters were trained on (default: tiny)")
     v.add_argument("--allow-foreign", action="store_true",
                    help="merge teacher adapters trained on another base than --base (same shapes)")
@@ -725,21 +925,27 @@ def main(argv=None, prog: str = "python -m mopd_mini.export") -> dict:
     args = parser(prog).parse_args(argv)
     try:
         cfg, teachers, lora = read_run(args.run) if args.run else (MOPDConfig(), {}, LoraSettings())
+        flagged = []
         for item in args.teacher:
             domain, sep, path = item.partition("=")
             if not sep or not domain or not path:
                 raise ValueError(f"--teacher takes DOMAIN=ADAPTER (e.g. binding=runs/course/teacher_binding), "
                                  f"got {item!r}")
             teachers[domain] = BASE if path == BASE else Path(path)
+            flagged.append(domain)
         if not args.run and teachers:
             cfg = MOPDConfig(domains=tuple(teachers))
         if args.loss:
-            cfg = MOPDConfig(**{**asdict(cfg), "loss": args.loss})
+            cfg = replace(cfg, loss=args.loss)
         layout = Layout(gpus=args.gpus, teacher_gpus=args.teacher_gpus, teacher_tp=args.teacher_tp)
         info = export_verl(args.out, cfg, teachers, lora, args.base, layout, args.root,
-                           allow_foreign=args.allow_foreign, force=args.force)
+                           allow_foreign=args.allow_foreign, force=args.force, run=args.run,
+                           allow_mismatch=args.allow_domain_mismatch,
+                           routed_by_flag=tuple(dict.fromkeys(flagged)) if args.run else ())
     except (ValueError, OSError) as err:  # FileNotFoundError, PermissionError: a path the user gave
         raise SystemExit(f"export refused: {err}") from err
+    except _Terminated as err:
+        raise SystemExit(f"export stopped: {err}; --out {args.out} is as it was, its staging folder removed") from None
     print(f"wrote {Path(args.out).resolve()}: student_base/, teachers/{{{','.join(teachers)}}}/, "
           f"data/train.parquet ({info['train_rows']} rows), data/val.parquet ({info['val_rows']} rows), "
           "reward/factworld_reward.py, verl_config.yaml, run_verl.sh, export.json")

@@ -38,6 +38,7 @@ from .evaluate import TEACHER_OF, accuracy_by_length
 from .losses import group_advantages, policy_gradient_loss
 from .rollout import check_budget, completion_logits, prefill_reusable, sample, token_logprobs
 from .runs import Run, adamw, check_loop, guarded_step, preset, train_mode
+from .validate import validate
 
 
 @dataclass
@@ -84,8 +85,8 @@ class GRPOConfig:
     """domains evaluated besides the trained ones (a cascade keeps its first domain here)"""
 
     def __post_init__(self):
-        if isinstance(self.eval_domains, str):
-            self.eval_domains = (self.eval_domains,)
+        if isinstance(self.eval_domains, list):  # a str stays one, for check() to refuse (validate)
+            self.eval_domains = tuple(self.eval_domains)
 
     @classmethod
     def for_model(cls, model: str = "tiny", **overrides) -> "GRPOConfig":
@@ -96,6 +97,7 @@ class GRPOConfig:
 
     def check(self) -> None:
         """A ValueError naming the field and the fix for any setting the trainer cannot use."""
+        validate(self)  # every field by its annotation first: the checks below compare numbers
         get_domains(self.domains)
         if self.eval_domains:
             get_domains(self.eval_domains)

@@ -40,8 +40,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
@@ -57,6 +60,7 @@ from .losses import sft_loss, soft_label_kl
 from .rollout import completion_logits, pack, sample
 from . import runs
 from .runs import Run, adamw, check_loop, guarded_step, preset
+from .validate import validate
 
 LOSSES = ("sft", "soft")
 KEEP = ("correct", "all")
@@ -120,6 +124,7 @@ class OfflineConfig:
         return preset(cls, model, qwen3, overrides)
 
     def check(self) -> None:
+        validate(self)  # every field by its annotation first: the checks below compare numbers
         if self.loss not in LOSSES:
             raise ValueError(f"unknown loss {self.loss!r}; valid losses: {LOSSES}")
         if self.keep not in KEEP:
@@ -219,6 +224,23 @@ def _collect_key(bank: AdapterBank, cfg: OfflineConfig) -> str:
     return h.hexdigest()[:16]
 
 
+def read_cache(path: Path, rows: int) -> Collected | None:
+    """The collected set cached at `path`, or None after setting aside a cache that does not parse,
+    lacks a key or holds another number of samples than `rows` (a truncated write, a hand edit): a
+    warning names it and its new name, `<name>.corrupt-<time>`, and the caller samples again."""
+    try:
+        data = Collected.from_json(path.read_bytes())
+        if len(data.examples) != rows:
+            raise ValueError(f"{len(data.examples)} samples where these settings draw {rows}")
+        return data
+    except (ValueError, KeyError, TypeError, AttributeError) as err:  # JSONDecodeError is a ValueError
+        aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+        os.replace(path, aside)
+        warnings.warn(f"the collect cache {path} is unreadable ({type(err).__name__}: {err}); set aside as "
+                      f"{aside.name}, sampling it again from the teachers", stacklevel=4)
+        return None
+
+
 @torch.no_grad()
 def collect(bank: AdapterBank, cfg: OfflineConfig) -> Collected:
     """Each domain's teacher samples K completions of each of its first `prompts_per_domain`
@@ -231,7 +253,9 @@ def collect(bank: AdapterBank, cfg: OfflineConfig) -> Collected:
                              f"(bank.load) first. The bank holds: {bank.names}")
     path = None if cfg.experiment is None else runs.RUNS_DIR / cfg.experiment / "collect" / f"{_collect_key(bank, cfg)}.json"
     if path is not None and path.exists():
-        return Collected.from_json(path.read_bytes())
+        cached = read_cache(path, cfg.samples_per_prompt * cfg.prompts_per_domain * len(domains))
+        if cached is not None:
+            return cached
     generator = torch.Generator().manual_seed(cfg.seed)
     K, out = cfg.samples_per_prompt, Collected([], [], [])
     started = time.perf_counter()

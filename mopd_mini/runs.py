@@ -7,6 +7,7 @@
         config.json       the trainer's config
         trace.json        per-token records for plots (MOPD only)
         warnings.json     what the run warned about (MOPD's stuck detector), when it did
+        teacher_manifest.json   the teachers a student read: name, domains, sha256 of the weights
 
 Every file is written to a temporary name and renamed into place, so a run killed at any moment
 (even during a save) leaves the previous checkpoint loadable, and resuming replays the exact
@@ -18,10 +19,18 @@ adapter names must name a folder inside RUNS_DIR; a folder that holds an adapter
 refused; the checkpoint must have this config (the difference is named) and at most this many
 steps. A finished run re-run with its config reloads and rewrites nothing: config.json changes only
 when a run with that config trains.
+
+Nothing runs from a file someone else made: checkpoint.pt is read with weights_only=True (tensors and
+plain data only; `load_checkpoint`). No checkpoint holds non-finite weights: `guarded_step` skips and
+undoes an update that makes one, and `Run.save` refuses one. A student records the teachers it reads
+(teacher_manifest.json: name, domains, sha256 of the weights) and is not resumed with other weights
+under one of those names.
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import io
 import json
 import os
@@ -113,6 +122,9 @@ class Run:
     were counted by that code); one written before the version was kept reads 0"""
     _state: dict | None = field(default=None, repr=False)
     """the checkpoint `open` read and checked, until `resume` restores it"""
+    teachers: list[dict] | None = None
+    """the teachers this run reads (a student's): name, domain, sha256 of the weights; written beside
+    config.json as teacher_manifest.json (`check_teachers`)"""
 
     @classmethod
     def open(cls, experiment: str | None, name: str, config) -> "Run":
@@ -149,6 +161,29 @@ class Run:
                              f"{ROLES[role]} never overwrites it. Give this run another name "
                              f"({NAME_FIELD[role]}=...) or another experiment")
 
+    def check_teachers(self, manifest: list[dict]) -> None:
+        """Record the teachers this run reads (`teacher_manifest`); a run folder whose manifest names a
+        teacher of the same name with other weights is refused, naming it: resuming would mix two
+        teachers in one student (and its export would serve the other one)."""
+        self.teachers = manifest
+        saved = read_manifest(self.dir) if self.dir is not None else None
+        if saved is None:
+            return
+        then = {t["name"]: t for t in saved}
+        kept = []
+        for t in manifest:
+            old = then.get(t["name"])
+            compacted = {old.get("dtype"), t.get("dtype")} != {"float32"} if old else False
+            same = old is None or old.get("sha256") == t["sha256"] or (  # one of them compacted: compare rounded
+                compacted and old.get("sha256_bf16") is not None and old.get("sha256_bf16") == t.get("sha256_bf16"))
+            kept.append(t if old is None else old)  # the record keeps what the run first read
+            if not same:
+                raise ValueError(f"{self.dir} was trained with another {t['name']!r}: its weights' sha256 was "
+                                 f"{str(old.get('sha256'))[:16]}..., the bank's {t['name']!r} is {str(t['sha256'])[:16]}"
+                                 f"... ({MANIFEST}). Load the teacher it was trained with, or give this run another "
+                                 "name or experiment")
+        self.teachers = kept
+
     def log(self, row: dict) -> dict:
         self.metrics.append(row)
         self.trained = True
@@ -160,7 +195,13 @@ class Run:
         """Checkpoint everything a resumed run needs, atomically, plus the readable files."""
         if self.dir is None:
             return
-        state = {"step": step, "config": self.config, "adapter": bank.state(name),
+        adapter = bank.state(name)
+        if not finite(adapter.values()):  # the last guard: a checkpoint never holds non-finite weights
+            bad = sorted(k for k, t in adapter.items() if not torch.isfinite(t).all())
+            raise ValueError(f"step {step}: the adapter {name!r} holds non-finite weights ({', '.join(bad[:3])}"
+                             f"{', ...' if len(bad) > 3 else ''}); nothing was saved, {self.dir / 'checkpoint.pt'} "
+                             "keeps the last finite step. Lower lr or grad_clip")
+        state = {"step": step, "config": self.config, "adapter": adapter,
                  "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
                  "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
                  "metrics": self.metrics, "trace": self.trace, "warnings": self.warnings, "seconds": self.seconds, "ledger": self.ledger}
@@ -178,11 +219,7 @@ class Run:
             if self.dir is not None:
                 writable(self.dir)
             return None
-        try:
-            state = torch.load(path, weights_only=False)
-        except Exception as err:
-            raise ValueError(f"the checkpoint {path} is unreadable ({err}); if that folder is this run's, delete "
-                             "it to start over; else give this run another name or experiment") from err
+        state = load_checkpoint(path)
         self.check_role(role_of_config(state.get("config")), role_of_config(self.config))
         saved, now = _comparable(state["config"]), _comparable(self.config)
         if saved != now:
@@ -227,6 +264,8 @@ class Run:
             files["trace.json"] = json.dumps(self.trace).encode()
         if self.warnings:
             files["warnings.json"] = json.dumps(self.warnings, indent=1).encode()
+        if self.teachers is not None and (self.trained or (self.dir / MANIFEST).exists()):  # a reload writes nothing
+            files[MANIFEST] = json.dumps(self.teachers, indent=1).encode()
         for file, data in files.items():
             path = self.dir / file
             if not (path.exists() and path.read_bytes() == data):
@@ -241,6 +280,91 @@ class Run:
         if self.trained or not all((self.dir / f).exists() for f in ADAPTER_FILES):
             bank.save(name, self.dir)
         return self.dir
+
+
+MANIFEST = "teacher_manifest.json"
+
+
+def weights_digest(tensors: dict) -> str:
+    """sha256 of an adapter's weights: its tensors in fp32, by name (the bank's names with the
+    adapter's own name taken out, which are the names peft saves)."""
+    h = hashlib.sha256()
+    for n in sorted(tensors):
+        h.update(n.encode() + tensors[n].detach().float().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def adapter_digest(bank: AdapterBank, name: str, dtype: torch.dtype | None = None) -> str:
+    """`weights_digest` of adapter `name` in the bank (rounded to `dtype` first, if given)."""
+    return weights_digest({n.replace(f".{name}.", "."): p if dtype is None else p.to(dtype)
+                           for n, p in bank.parameters(name).items()})
+
+
+def folder_digest(folder: str | Path) -> str:
+    """`weights_digest` of a saved adapter folder (its adapter_model.safetensors)."""
+    from safetensors.torch import load_file
+
+    return weights_digest(load_file(str(Path(folder) / "adapter_model.safetensors")))
+
+
+def teacher_manifest(bank: AdapterBank, route: dict[str, str]) -> list[dict]:
+    """name, domains and sha256 of every teacher a run reads (`route`: domain -> teacher); the base
+    and a foreign teacher carry no adapter of this bank (sha256 None, `kind` says which)."""
+    out = {}
+    for domain, name in route.items():
+        entry = out.setdefault(name, {"name": name, "domains": []})
+        entry["domains"].append(domain)
+        if name in bank.names:  # sha256_bf16: the same teacher held compacted (AdapterBank.compact) matches
+            held = next(iter(bank.parameters(name).values())).dtype
+            entry.update(sha256=adapter_digest(bank, name), sha256_bf16=adapter_digest(bank, name, torch.bfloat16),
+                         dtype=str(held).replace("torch.", ""))
+        else:
+            entry.update(sha256=None, kind="foreign" if name in bank.foreign else "base")
+    return list(out.values())
+
+
+def read_manifest(folder: Path) -> list[dict] | None:
+    """A run's teacher_manifest.json (None if it has none); a ValueError naming it if unreadable."""
+    path = Path(folder) / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        saved = json.loads(path.read_text())
+        if not all(isinstance(t, dict) and "name" in t and "sha256" in t for t in saved):
+            raise ValueError("an entry lacks its name or sha256")
+    except ValueError as err:
+        raise ValueError(f"the teacher manifest {path} is unreadable ({err}); it records which teachers the run "
+                         "read: restore it from the run's copy, or retrain the run") from err
+    return saved
+
+
+def load_checkpoint(path: Path) -> dict:
+    """A checkpoint.pt read as tensors and plain data only (`weights_only=True`): unpickling may build
+    no other object, so a crafted file (a shared runs folder, a teacher handed out) runs no code.
+    A ValueError naming the file if it is refused or unreadable."""
+    import pickle
+
+    try:
+        state = torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as err:
+        why = [line.strip().split(". Please")[0] for line in str(err).splitlines() if "GLOBAL" in line]
+        if not why:  # not a pickle at all (a truncated or foreign file): below
+            said = [x.strip() for x in str(err).splitlines() if x.strip() and not x.startswith(("Weights only",
+                    "Please file", "Check the doc"))]
+            raise ValueError(f"the checkpoint {path} is unreadable ({said[0] if said else err}); "
+                             "if that folder is this run's, delete it to start over; else give this run another "
+                             "name or experiment") from err
+        raise ValueError(f"refused to load the checkpoint {path}: it asks to build objects that are not tensors "
+                         f"or plain data ({why[0]}), so unpickling it could run code that whoever made the file "
+                         "put in it; nothing of it was run. No trainer writes such a file: do not use this folder "
+                         "(give this run another name or experiment)") from err
+    except Exception as err:
+        raise ValueError(f"the checkpoint {path} is unreadable ({err}); if that folder is this run's, delete "
+                         "it to start over; else give this run another name or experiment") from err
+    if not isinstance(state, dict) or not {"step", "config", "adapter"} <= set(state):
+        raise ValueError(f"the checkpoint {path} is not a training checkpoint (no step, config and adapter); "
+                         "give this run another name or experiment")
+    return state
 
 
 def adamw(params, lr: float, weight_decay: float = 0.0) -> torch.optim.AdamW:
@@ -275,17 +399,33 @@ def train_mode(model, enabled: bool = True):
         model.eval()
 
 
+def finite(tensors) -> bool:
+    """Whether every value of every tensor is finite (one sync for all of them)."""
+    tensors = [t.detach() for t in tensors]
+    return not tensors or bool(torch.stack([torch.isfinite(t).all() for t in tensors]).all())
+
+
 def guarded_step(loss: torch.Tensor, params: list, optimizer, grad_clip: float) -> dict:
-    """backward, clip, step; a non-finite loss or gradient skips the update (weights unchanged)."""
+    """backward, clip, step; a non-finite loss, gradient or updated weight skips the update: the
+    weights and the optimizer's state stay as they were, and the row says which (`nonfinite`)."""
     optimizer.zero_grad()
     if not torch.isfinite(loss):
-        return {"skipped_nonfinite": True}
+        return {"skipped_nonfinite": True, "nonfinite": "loss"}
     loss.backward()
     norm = torch.nn.utils.clip_grad_norm_(params, grad_clip)
     if not torch.isfinite(norm):
         optimizer.zero_grad()
-        return {"skipped_nonfinite": True, "grad_norm": norm.item()}
+        return {"skipped_nonfinite": True, "nonfinite": "grad", "grad_norm": norm.item()}
+    weights = [p.detach().clone() for p in params]
+    state = copy.deepcopy(optimizer.state_dict())
     optimizer.step()
+    if not finite(params):  # e.g. an lr so large the update overflows: never keep, never checkpoint it
+        with torch.no_grad():
+            for p, w in zip(params, weights):
+                p.copy_(w)
+        optimizer.load_state_dict(state)
+        optimizer.zero_grad()
+        return {"skipped_nonfinite": True, "nonfinite": "update", "grad_norm": norm.item()}
     return {"skipped_nonfinite": False, "grad_norm": norm.item()}
 
 
@@ -323,7 +463,8 @@ def config_diff(saved: dict, now: dict) -> str:
 
 IGNORED_ON_RESUME = ("steps", "progress", "eval_every", "eval_n", "checkpoint_every", "track_steps", "track_prompts",
                      "stuck_p", "stuck_teacher_logp", "stuck_warn_share", "stuck_window")
-ADDED_FIELDS = {"eval_split": "test", "teachers": None}  # fields newer than some saved runs: their value before they existed
+ADDED_FIELDS = {"eval_split": "test", "teachers": None,  # fields newer than some saved runs: their value before they existed
+                "stuck_p": 0.9, "stuck_teacher_logp": -5.0, "stuck_warn_share": 0.02, "stuck_window": 50}
 
 
 def _comparable(config: dict) -> dict:

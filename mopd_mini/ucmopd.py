@@ -38,6 +38,7 @@ import torch
 from torch import Tensor
 
 from .losses import _check_shapes
+from .validate import validate
 
 _CHUNK_ELEMENTS = 1 << 20
 
@@ -131,6 +132,7 @@ class GoldenGain:
     by min(pi_S / q, cap)"""
 
     def check(self) -> None:
+        validate(self)
         if self.samples < 1:
             raise ValueError(f"golden_gain.samples must be >= 1 (exploration completions per prompt), got {self.samples}")
         if not self.temperature > 0:
@@ -149,3 +151,6 @@ class Endorsement:
 
     seed: int = 0
     """offset of the mask's random stream (0: derived from the run's seed and the step alone)"""
+
+    def check(self) -> None:
+        validate(self)

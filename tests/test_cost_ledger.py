@@ -253,7 +253,7 @@ def test_a_run_counted_by_older_code_says_so(tiny, monkeypatch, tmp_path):
     monkeypatch.setattr(runs, "RUNS_DIR", tmp_path)
     baselines.Bench(baselines.QUICK, "old", progress=False)
     for ckpt in tmp_path.glob("old/*/teacher_*/checkpoint.pt"):
-        state = torch.load(ckpt, weights_only=False)
+        state = torch.load(ckpt, weights_only=True)
         del state["ledger"]
         torch.save(state, ckpt)
     with pytest.warns(UserWarning, match="older than today's"):

@@ -90,7 +90,7 @@ def assert_same_run(folder: Path, reference: Path) -> None:
             assert (folder / name).read_bytes() == (reference / name).read_bytes(), name
     a, b = (load_file(f / "adapter_model.safetensors") for f in (folder, reference))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    ca, cb = (torch.load(f / "checkpoint.pt", weights_only=False) for f in (folder, reference))
+    ca, cb = (torch.load(f / "checkpoint.pt", weights_only=True) for f in (folder, reference))
     assert ca["step"] == cb["step"]
     for (_, sa), (_, sb) in zip(sorted(ca["optimizer"]["state"].items()), sorted(cb["optimizer"]["state"].items())):
         assert all(torch.equal(sa[k], sb[k]) for k in sa)
@@ -128,7 +128,7 @@ def test_kill_at_a_random_step_and_resume_is_exact(kind, tmp_path, uninterrupted
     time.sleep(rng.uniform(0, 0.05))                            # somewhere inside a later step
     proc.kill()
     assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed"
-    killed_at = torch.load(folder / "checkpoint.pt", weights_only=False)["step"]
+    killed_at = torch.load(folder / "checkpoint.pt", weights_only=True)["step"]
     assert kill_after <= killed_at < STEPS
     assert not (folder / "adapter_model.safetensors").exists()  # it never reached the end
 
@@ -145,7 +145,7 @@ def test_kill_during_a_save_leaves_the_previous_checkpoint(tmp_path, uninterrupt
     folder = root / "resume" / ADAPTER["teacher"]
     proc = launch("teacher", root, die_at_save=3)
     assert proc.wait(timeout=600) == -signal.SIGKILL, root.with_suffix(".log").read_text()[-3000:]
-    assert torch.load(folder / "checkpoint.pt", weights_only=False)["step"] == 4
+    assert torch.load(folder / "checkpoint.pt", weights_only=True)["step"] == 4
     assert runs.read_metrics(folder)[-1]["step"] == 4
     assert [f.name for f in folder.iterdir() if f.name.startswith(".checkpoint.pt.")], "no half-written temporary"
 
@@ -179,7 +179,7 @@ def test_a_failed_save_keeps_the_previous_checkpoint_and_leaves_no_temporary(tin
         with pytest.raises(OSError, match="No space left"):
             train(tmp_path / "failed")
     folder = tmp_path / "failed" / "atomic" / "teacher_recall"
-    assert torch.load(folder / "checkpoint.pt", weights_only=False)["step"] == 2
+    assert torch.load(folder / "checkpoint.pt", weights_only=True)["step"] == 2
     assert sorted(f.name for f in folder.iterdir()) == ["checkpoint.pt", "config.json", "metrics.jsonl"]
 
     train(tmp_path / "failed")
