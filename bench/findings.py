@@ -19,13 +19,27 @@ sentence and its JSON disagree.
 Ids:
   matched/headline                   the matched study's corrected decisions at the T's run with 5 seeds
   matched/T<T>/<a>-<b>               one comparison of the matched family (a, b: bench.matched's keys)
+  matched/T<T>/H3/<b>                H3's cost ratio of the best MOPD form over offline baseline b at T
+  matched/T<T>/norm/<a>-<b>          a - b in the normalised score at T (outside the family: uncorrected)
+  matched/T<T>/lift/<a>-<b>          a - b in the mean lift, a pair outside the family (uncorrected)
+  matched/decision/<H>               a decision of the matched page's decisions table
+  matched/H4/<m>                     H4's row (descriptive) for method m at the T's run with 5 seeds
   regimes/<arm>/<H>[@5]              a registered decision of docs/regimes.md (@5: its 5-seed check)
+  regimes/<arm>/cmp/<a>-<b>/<domain>[@5]   a paired comparison of one arm's accuracy (all lengths)
+  regimes/<arm>/mean/<m>/<domain>/<part>[@5]   a method's accuracy, mean ± sd over seeds (descriptive)
+  regimes/<arm>/seed/<m>/<domain>/<part>/<seed>   one seed's accuracy (what that seed did)
+  results/stage3                     docs/results.md's stage-3 normalised scores (descriptive)
+  ablations/<key>                    a paired comparison of docs/ablations.md (ABLATION_PAIRS)
+  ablations/value/<key>              a descriptive value of docs/ablations.md (ABLATION_VALUES)
+  baselines/<m>-<ref>                one row of docs/baselines.md's "Which differences are resolved"
+  baselines/ranking                  docs/baselines.md's ranking of means (descriptive)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -109,9 +123,197 @@ def regimes_decision(data: dict, arm: str, h: str, every: bool) -> str:
     decided = regimes.decisions(rep)[1][h]
     fam = regimes.primary_arm2(rep) if a.number == 2 else None
     p = fam[h][0] if fam and h in fam else None
+    shown = regimes.decisions(rep)[1].get("H1.1", "")
+    if a.number != 2 and h in ("H1.2", "H1.3") and shown.startswith("shown (on "):
+        d = shown[len("shown (on "):-1].split(", ")[0]
+        p = regimes.comparison(rep, "mopd_kl" if h == "H1.2" else "rft", "mixrl", d, rep.held[d]["all"])
+        h = f"{h} on {d}"
     table = f"docs/regimes.md, arm {arm}'s " + ("5-seed table" if every else "comparison table")
     diff = f"{stats.interval_text(p)} over {p['n']} seeds, " if p is not None else ""
     return f"{h}: {diff}{decided} ({table})."
+
+
+def _cmp_sentence(name: str, p: dict, table: str, digits: int = 3, p_adj: float | None = None) -> str:
+    """A paired comparison read by stats.reading (after the correction when p_adj is given)."""
+    n = f" over {p['n']} seeds" if p["n"] >= 2 else ""
+    holm = f", p (Holm) {p_adj:.3f}" if p_adj is not None else ""
+    return f"{name}: {stats.interval_text(p, digits)}{n}{holm}, {stats.reading(p, p_adj, digits=digits)} ({table})."
+
+
+def matched_h3(rep: dict, T: int, b: str) -> str:
+    from . import matched
+    rows = rep["by_T"][str(T)]["rows"]
+    best = max(matched.STUDENTS, key=lambda m: stats.mean_sd([p["lift"]["mean"] for p in rows[m].values()])[0])
+    r = matched.cost_ratio(rows, best, b)
+    ival = f" [{math.exp(r['lo']):.2f}, {math.exp(r['hi']):.2f}]" if r["n"] >= 2 and not math.isnan(r["half"]) else ""
+    return (f"H3 at T = {T}: {_label(best)}'s pipeline FLOPs to {rep['plan']['target']:.0%} of the teachers' val "
+            f"lift over {_label(b)}'s, {r['ratio']:.2f}x{ival} over the {r['n']} seeds where both reached it, below "
+            f"the critique's {matched.CRITIQUE}x: {matched.below(r)} (docs/matched.md, T = {T} H3 table).")
+
+
+def matched_norm(rep: dict, T: int, a: str, b: str, part: str = "all") -> str:
+    """a - b outside the registered family (uncorrected): the normalised score (part "all"), or the
+    mean lift of a pair the family does not hold (part "lift")."""
+    from . import study
+    p = study.paired(rep["by_T"][str(T)]["rows"], a, b, part=part)
+    what = "normalised score" if part == "all" else "mean lift"
+    return _cmp_sentence(f"{_label(a)} minus {_label(b)} at T = {T}, {what} (outside the registered "
+                         "family, uncorrected)", p, f"docs/matched.md, T = {T} " + ("paired table" if part == "all"
+                                                                                     else "rows, per seed"))
+
+
+def matched_h4(rep: dict, m: str) -> str:
+    from . import matched
+    five = sorted(int(T) for T, v in rep["by_T"].items() if len(v["seeds_done"]) >= matched.FIVE)
+    vals = [stats.mean_sd([p["lift"]["mean"] for p in rep["by_T"][str(T)]["rows"][m].values()])[0] for T in five]
+    teach = [matched.teachers_lift(rep["by_T"][str(T)])["mean"] for T in five]
+    return (f"{_label(m)}'s mean lift at T = {' and '.join(map(str, five))}: {' and '.join(f'{v:.2f}' for v in vals)}, "
+            f"against the teachers' {' and '.join(f'{v:.2f}' for v in teach)} (docs/matched.md, H4 table, "
+            "descriptive: no test, the teachers one seed each).")
+
+
+def regimes_cmp(data: dict, arm: str, a: str, b: str, domain: str, every: bool) -> str:
+    from . import regimes
+    ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
+    rep = regimes.Report(data, ar, seeds=None if every else regimes.REGISTERED)
+    p = regimes.comparison(rep, a, b, domain, rep.held[domain]["all"])
+    table = f"docs/regimes.md, arm {arm}'s " + ("5-seed table" if every else "comparison table")
+    return _cmp_sentence(f"{rep.methods[a].label} minus {rep.methods[b].label} on {domain}, all lengths", p, table)
+
+
+def regimes_mean(data: dict, arm: str, m: str, domain: str, part: str, every: bool) -> str:
+    from . import regimes
+    ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
+    rep = regimes.Report(data, ar, seeds=None if every else regimes.REGISTERED)
+    lengths = rep.held[domain][part] if part in rep.held[domain] else tuple(int(x) for x in part.split("+"))
+    vals = list(rep.per_seed(m, domain, lengths).values())
+    mu, sd = stats.mean_sd(vals)
+    where = f"{part}" if part in rep.held[domain] else f"depth {part.replace('+', ', ')}"
+    table = f"docs/regimes.md, arm {arm}'s " + ("5-seed table" if every else "accuracy table")
+    return f"{rep.methods[m].label} on {domain}, {where}: {mu:.3f} ± {sd:.3f} over {len(vals)} seeds ({table}, descriptive)."
+
+
+def matched_decision(rep: dict, h: str) -> str:
+    from . import matched
+    return f"{h}: {matched.decisions(rep)[h]} (docs/matched.md, decisions table)."
+
+
+def regimes_seed(data: dict, arm: str, m: str, domain: str, part: str, seed: int) -> str:
+    """One seed's accuracy: what that seed did, not a finding."""
+    from . import regimes
+    ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
+    rep = regimes.Report(data, ar, seeds=None)
+    v = rep.per_seed(m, domain, rep.held[domain][part])[seed]
+    return (f"seed {seed}'s {rep.methods[m].label} on {domain}, {part}: {v:.3f} (docs/regimes.md, arm {arm}'s "
+            "per-seed table; what one seed did, not a finding).")
+
+
+def results_stage3(data_dir: Path) -> str:
+    import mopd_mini as mm
+    table = json.loads((data_dir / "results.json").read_text())["table"]
+    names = {"MOPD-PG": "pg", "MOPD-Top-k": "topk", "exact reverse KL": "kl"}
+    cells = []
+    for label, loss in names.items():
+        seeds = sorted(k for k in table["acc"] if k.startswith(f"student_{loss}_s"))
+        mu, sd = stats.mean_sd([mm.normalised_scores(table, student=n)["mean"] for n in seeds])
+        cells.append(f"{label} {mu:.2f} ± {sd:.2f}")
+    return (f"normalised score, mean over both domains, mean ± sample std over {len(seeds)} seeds: "
+            + ", ".join(cells) + " (docs/results.md, stage 3's table, descriptive).")
+
+
+# ---------------------------------------------------------------------------------------------
+# the ablations and baselines pages
+# ---------------------------------------------------------------------------------------------
+
+_OWN = ("ucmopd_own", "paired")
+ABLATION_PAIRS = {   # key: (path in docs/ablations.json's summary, what is compared, the table)
+    "origin/pg": (("origin", "losses", "pg", "paired_binding"), "other origin minus same origin, final binding "
+                  "accuracy (PG)", "section 1's paired lines"),
+    "origin/topk": (("origin", "losses", "topk", "paired_binding"), "other origin minus same origin, final binding "
+                    "accuracy (top-k)", "section 1's paired lines"),
+    "rounds/from_base": (("rounds", "paired", "round-2 student (from base)"), "round-2 student from the base minus the "
+                         "round-1 student, normalised", "section 2's table"),
+    "rounds/from_round1": (("rounds", "paired", "round-2 student (from round-1 student)"), "round-2 student from the "
+                           "round-1 student minus the round-1 student, normalised", "section 2's table"),
+    "rounds/control": (("rounds", "control", "from_round1_minus_control"), "round-2 student from the round-1 student "
+                       "minus the 600-step control, normalised", "section 2's table"),
+    "rounds/steps": (("rounds", "control", "control_minus_round1"), "the 600-step control minus the 300-step round-1 "
+                     "student, normalised", "section 2's table"),
+    "ucmopd/two": (("ucmopd", "paired", "two"), "UCMOPD minus MOPD, two teachers, normalised", "section 3's table"),
+    "ucmopd/preserve": (("ucmopd", "paired", "preserve"), "UCMOPD minus MOPD, capability preservation",
+                        "section 3's table"),
+    "own/recall": (_OWN + ("ucmopd minus mopd_rollouts", "recall"), "UCMOPD minus rollout-matched MOPD on recall",
+                   "section 4's table"),
+    "own/binding": (_OWN + ("ucmopd minus mopd_rollouts", "binding"), "UCMOPD minus rollout-matched MOPD on binding",
+                    "section 4's table"),
+    "own/recall_plain": (_OWN + ("ucmopd minus mopd", "recall"), "UCMOPD minus plain MOPD (1 rollout) on recall",
+                         "section 4's table"),
+    "own/binding_plain": (_OWN + ("ucmopd minus mopd", "binding"), "UCMOPD minus plain MOPD (1 rollout) on binding",
+                          "section 4's table"),
+}
+ABLATION_VALUES = {  # key: (path in the summary, index of [mean, sd] or None, digits, what it is, the table)
+    "origin/teachers": None,     # rendered by ablation_value below: the two binding teachers, one seed each
+    "origin/kl_ratio": (("origin", "initial_kl", "ratio"), "the other-origin teacher's initial per-token KL over the "
+                        "same-origin teacher's, on the same samples", "section 1's initial-KL table"),
+    "rounds/teachers": (("rounds", "rows", "round-2 teachers", "mean"), "round-2 teachers, normalised against the "
+                        "round-1 teachers", "section 2's table"),
+    "rounds/from_base": (("rounds", "rows", "round-2 student (from base)", "mean"), "round-2 student from the base, "
+                         "normalised", "section 2's table"),
+    "rounds/round1": (("rounds", "rows", "round-1 student", "mean"), "round-1 student, normalised", "section 2's table"),
+    "rounds/from_round1": (("rounds", "rows", "round-2 student (from round-1 student)", "mean"), "round-2 student from "
+                           "the round-1 student, normalised", "section 2's table"),
+    "rounds/control": (("rounds", "rows", "round-1 student, twice the steps (control)", "mean"), "the 600-step "
+                       "control, normalised", "section 2's table"),
+}
+
+
+def _at(d: dict, path: tuple):
+    for k in path:
+        d = d[k]
+    return d
+
+
+def ablation_pair(summary: dict, key: str) -> str:
+    path, what, table = ABLATION_PAIRS[key]
+    return _cmp_sentence(what, _at(summary, path), f"docs/ablations.md, {table}", digits=2)
+
+
+def ablation_value(summary: dict, key: str) -> str:
+    if key == "origin/teachers":
+        o, t = summary["origin"], summary["teachers"]
+        return (f"the other origin's binding teacher scores {o['other_teacher_binding']:.2f} against the same-origin "
+                f"teacher's {t['binding']:.2f} on the test prompts (docs/ablations.md, section 1; one seed each, "
+                "descriptive).")
+    path, what, table = ABLATION_VALUES[key]
+    mu, sd = _at(summary, path)
+    return f"{what}: {mu:.2f} ± {sd:.2f} (docs/ablations.md, {table}, descriptive)."
+
+
+def _baselines_family(rep: dict):
+    from . import baselines, study
+    order = baselines.ranking(rep)
+    best = max(("mopd_pg", "mopd_topk", "mopd_kl"), key=lambda m: baselines.method_stats(rep, m)[0])
+    fam = study.family({f"{m}|{ref}": baselines.paired(rep["rows"], m, ref) for m in order
+                        for ref in ("mopd_pg", best) if m != ref})
+    return order, best, fam
+
+
+def baselines_pair(rep: dict, m: str, ref: str) -> str:
+    _, _, fam = _baselines_family(rep)
+    f = fam[f"{m}|{ref}"]
+    k = f["n"]
+    return (f"{_label(m)} minus {_label(ref)}, mean normalised score: {stats.interval_text(f)} over {k} seeds, "
+            f"p (Holm) {f['p_holm']:.3f} over the table's family of {len(fam)}, {f['reading']}"
+            + ("; resolved only uncorrected" if f["resolved"] and not f["resolved_holm"] else "")
+            + " (docs/baselines.md, \"Which differences are resolved\").")
+
+
+def baselines_ranking(rep: dict, top: int = 4) -> str:
+    from . import baselines
+    order, best, _ = _baselines_family(rep)
+    shown = order[:max(top, order.index(best) + 1)]
+    return ("the means, descriptive: " + ", ".join(f"{_label(m)} {baselines.method_stats(rep, m)[0]:.2f}" for m in shown)
+            + " (docs/baselines.md, its table, mean normalised test score).")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,12 +327,42 @@ def render(fid: str, data_dir: Path | None = None) -> str:
         rep = _matched(data_dir)
         if parts[1] == "headline":
             return matched_headline(rep)
+        if parts[1] == "decision":
+            return matched_decision(rep, parts[2])
+        if parts[1] == "H4":
+            return matched_h4(rep, parts[2])
+        T = int(parts[1].lstrip("T"))
+        if parts[2] == "H3":
+            return matched_h3(rep, T, parts[3])
+        if parts[2] in ("norm", "lift"):
+            a, b = parts[3].split("-")
+            return matched_norm(rep, T, a, b, "all" if parts[2] == "norm" else "lift")
         a, b = parts[2].split("-")
-        return matched_pair(rep, int(parts[1].lstrip("T")), a, b)
+        return matched_pair(rep, T, a, b)
     if parts[0] == "regimes":
         data = json.loads((data_dir / "regimes.json").read_text())
-        h, _, five = parts[2].partition("@")
-        return regimes_decision(data, parts[1], h, bool(five))
+        last, _, five = parts[-1].partition("@")
+        parts[-1] = last
+        if parts[2] == "cmp":
+            a, b = parts[3].split("-")
+            return regimes_cmp(data, parts[1], a, b, parts[4], bool(five))
+        if parts[2] == "seed":
+            return regimes_seed(data, parts[1], parts[3], parts[4], parts[5], int(parts[6]))
+        if parts[2] == "mean":
+            return regimes_mean(data, parts[1], parts[3], parts[4], parts[5], bool(five))
+        return regimes_decision(data, parts[1], last, bool(five))
+    if parts[0] == "results" and parts[1] == "stage3":
+        return results_stage3(data_dir)
+    if parts[0] == "ablations":
+        summary = json.loads((data_dir / "ablations.json").read_text())["summary"]
+        key = "/".join(parts[2:] if parts[1] == "value" else parts[1:])
+        return ablation_value(summary, key) if parts[1] == "value" else ablation_pair(summary, key)
+    if parts[0] == "baselines":
+        rep = json.loads((data_dir / "baselines.json").read_text())
+        if parts[1] == "ranking":
+            return baselines_ranking(rep)
+        m, ref = parts[1].split("-")
+        return baselines_pair(rep, m, ref)
     raise KeyError(f"unknown finding id {fid!r}")
 
 
