@@ -284,6 +284,14 @@ def ablation_value(summary: dict, key: str) -> str:
         return (f"the other origin's binding teacher scores {o['other_teacher_binding']:.2f} against the same-origin "
                 f"teacher's {t['binding']:.2f} on the test prompts (docs/ablations.md, section 1; one seed each, "
                 "descriptive).")
+    if key == "own/specialist":
+        o, t = summary["ucmopd_own"], summary["teachers"]
+        return (f"the binding specialist's recall is {o['specialist']['recall']:.2f} against the recall teacher's "
+                f"{t['recall']:.2f} (docs/ablations.md, section 4; descriptive).")
+    if key == "own/recovered":
+        rec = [summary["ucmopd_own"]["rows"][m]["recall"][0] for m in ("mopd", "mopd_rollouts", "ucmopd")]
+        return (f"every arm's recall is between {min(rec):.2f} and {max(rec):.2f} (docs/ablations.md, section 4's "
+                "table, mean over seeds; descriptive).")
     path, what, table = ABLATION_VALUES[key]
     mu, sd = _at(summary, path)
     return f"{what}: {mu:.2f} ± {sd:.2f} (docs/ablations.md, {table}, descriptive)."
@@ -432,6 +440,116 @@ def write(root: Path = ROOT, data_dir: Path | None = None) -> list[str]:
                 path.write_text(new)
                 changed.append(str(path))
     return changed
+
+
+# ---------------------------------------------------------------------------------------------
+# the number check: a summary sentence carries no number that no finding or table holds
+# ---------------------------------------------------------------------------------------------
+
+NUMBER = re.compile(r"(?<![\w.])(\d+\.\d+(?:e[+-]?\d+)?|\d+(?:\.\d+)?%)(?![\w.]|\.\d)")
+_STRIP = (re.compile(r"<!--.*?-->", re.S), re.compile(r"`[^`]*`"), re.compile(r"\]\([^)]*\)"))
+
+
+def numbers(text: str) -> list[str]:
+    """The decimals and percentages of a text (the numbers a result is stated in), outside code
+    spans, link targets and HTML comments; integers (seeds, steps, T, depths, counts) are not read."""
+    for p in _STRIP:
+        text = p.sub(" ", text)
+    return NUMBER.findall(text)
+
+
+def _section(text: str, heading: str) -> str:
+    """From the heading line to the next heading of the same or a higher level."""
+    level = heading.split(" ")[0]
+    lines, out, on = text.splitlines(), [], False
+    for line in lines:
+        if line.startswith(heading):
+            on = True
+        elif on and line.startswith("#") and len(line.split(" ")[0]) <= len(level):
+            break
+        if on:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _reading_blocks(text: str) -> list[str]:
+    """The hand-written Reading paragraphs of a rendered page: from a '**Reading**' paragraph, the
+    bullet paragraphs that follow it."""
+    out, paras, on = [], re.split(r"\n\s*\n", text), False
+    for para in paras:
+        if para.startswith("**Reading**"):
+            on = True
+            out.append(para)
+        elif on and para.lstrip().startswith("* "):
+            out.append(para)
+        else:
+            on = False
+    return out
+
+
+def _blocks(path: Path, root: Path = ROOT) -> list[str]:
+    rel = str(path.relative_to(root))
+    blocks = []
+    if path.suffix == ".ipynb":
+        blocks = [t.split("## Exercises")[0] for t in texts(path) if t.startswith("## Summary") or t.startswith("Read the")]
+    elif rel == "README.md":
+        blocks = [_section(path.read_text(), "## Results on the tiny default")]
+    elif rel == "docs/instructor.md":
+        blocks = [_section(path.read_text(), "## Lecture plan")]
+    elif rel.startswith("docs/"):
+        text = path.read_text()
+        blocks = [_section(text, h) for h in re.findall(r"^#+ Reading[^\n]*", text, re.M)] + _reading_blocks(text)
+    return [b for b in blocks if b]
+
+
+def summaries(path: Path, root: Path = ROOT) -> list[str]:
+    """The summary text of a page that the number check reads: README's results section, the
+    guide's lecture notes, a notebook's Summary cell and its 'Read the ...' reading cells, a docs
+    page's Reading sections. Table rows are left out (they are the data, not the summary)."""
+    return ["\n".join(line for line in b.splitlines() if not line.lstrip().startswith("|"))
+            for b in _blocks(path, root)]
+
+
+def held(path: Path, root: Path = ROOT) -> list[float]:
+    """The numbers a page's rendered findings and tables hold; on a docs page, also every line
+    outside its Reading sections (the page's command renders those from its JSON)."""
+    out = []
+    for text in texts(path):
+        for m in MARK.finditer(text):
+            out += numbers(m["text"])
+        out += [n for line in text.splitlines() if line.lstrip().startswith("|") for n in numbers(line)]
+    if path.suffix == ".md" and str(path.relative_to(root)).startswith("docs/"):
+        rendered = path.read_text()
+        for b in _blocks(path, root):
+            rendered = rendered.replace(b, " ")
+        out += numbers(rendered)
+    return [float(n.rstrip("%")) for n in out]
+
+
+def _matches(n: str, pool: list[float]) -> bool:
+    """n, at its own digits, is a held number rounded (a percentage also as a fraction of 1)."""
+    x, digits = float(n.rstrip("%")), len(n.rstrip("%").split(".")[1]) if "." in n else 0
+    if any(abs(round(abs(h), digits) - x) < 1e-9 for h in pool):
+        return True
+    return n.endswith("%") and any(abs(round(abs(h) * 100, digits) - x) < 1e-9 for h in pool)
+
+
+def unheld(root: Path = ROOT, allow: dict | None = None) -> list[str]:
+    """Every number of a page's summary text (outside its marked findings) that no rendered
+    finding or table on that page holds and the allow-list does not name: 'page: number: context'."""
+    allow = allow or {}
+    bad = []
+    for path in pages(root):
+        rel = str(path.relative_to(root))
+        pool, ok = held(path, root), allow.get(rel, {})
+        for block in summaries(path, root):
+            outside = MARK.sub(" ", block)
+            for n in numbers(outside):
+                if n in ok or _matches(n, pool):
+                    continue
+                i = outside.find(n)
+                bad.append(f"{rel}: {n}: ...{' '.join(outside[max(0, i - 60):i + 30].split())}...")
+    return bad
 
 
 def main(argv=None):
