@@ -28,6 +28,7 @@ Ids:
   regimes/<arm>/cmp/<a>-<b>/<domain>[@5]   a paired comparison of one arm's accuracy (all lengths)
   regimes/<arm>/mean/<m>/<domain>/<part>[@5]   a method's accuracy, mean ± sd over seeds (descriptive)
   regimes/<arm>/seed/<m>/<domain>/<part>/<seed>   one seed's accuracy (what that seed did)
+  regimes/<arm>/kl/<loss>/<step>/<pos>  one cell of arm 2's KL table (mean, median, max)
   results/stage3                     docs/results.md's stage-3 normalised scores (descriptive)
   ablations/<key>                    a paired comparison of docs/ablations.md (ABLATION_PAIRS)
   ablations/value/<key>              a descriptive value of docs/ablations.md (ABLATION_VALUES)
@@ -181,16 +182,44 @@ def regimes_cmp(data: dict, arm: str, a: str, b: str, domain: str, every: bool) 
     return _cmp_sentence(f"{rep.methods[a].label} minus {rep.methods[b].label} on {domain}, all lengths", p, table)
 
 
+def _lengths(rep, domain: str, part: str) -> tuple[tuple, str, str]:
+    """'held-in' / 'all' / 'held-out', or depths '2' / '2+3'; a ':trace' (or ':words') suffix reads
+    that measure instead of the accuracy: (lengths, how the page names them, the measure)."""
+    part, _, key = part.partition(":")
+    key = key or "acc"
+    if part in rep.held[domain]:
+        return rep.held[domain][part], part, key
+    return tuple(int(x) for x in part.split("+")), f"depth {part.replace('+', ', ')}", key
+
+
+def _measure(key: str) -> str:
+    return {"acc": "", "trace": " trace", "words": " words"}[key]
+
+
 def regimes_mean(data: dict, arm: str, m: str, domain: str, part: str, every: bool) -> str:
     from . import regimes
     ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
     rep = regimes.Report(data, ar, seeds=None if every else regimes.REGISTERED)
-    lengths = rep.held[domain][part] if part in rep.held[domain] else tuple(int(x) for x in part.split("+"))
-    vals = list(rep.per_seed(m, domain, lengths).values())
+    lengths, where, key = _lengths(rep, domain, part)
+    vals = list(rep.per_seed(m, domain, lengths, key).values())
     mu, sd = stats.mean_sd(vals)
-    where = f"{part}" if part in rep.held[domain] else f"depth {part.replace('+', ', ')}"
     table = f"docs/regimes.md, arm {arm}'s " + ("5-seed table" if every else "accuracy table")
-    return f"{rep.methods[m].label} on {domain}, {where}: {mu:.3f} ± {sd:.3f} over {len(vals)} seeds ({table}, descriptive)."
+    return (f"{rep.methods[m].label} on {domain}, {where}{_measure(key)}: {mu:.3f} ± {sd:.3f} over {len(vals)} seeds "
+            f"({table}, descriptive).")
+
+
+def regimes_kl(data: dict, arm: str, loss: str, step: int, pos: int) -> str:
+    """One cell of arm 2's KL table: the mean over the registered seeds, its median and max."""
+    from . import regimes
+    ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
+    rep = regimes.Report(data, ar)
+    per = rep.runs[f"mopd_{loss}"]
+    v = [r["kl_along"][str(step)]["kl"][pos] for r in per.values()
+         if r.get("kl_along") and str(step) in r["kl_along"] and len(r["kl_along"][str(step)]["kl"]) > pos]
+    sp = stats.spread(v)
+    name = {"pg": "MOPD-PG", "topk": "MOPD Top-k", "kl": "MOPD exact KL"}[loss]
+    return (f"{name}'s per-token KL at position {pos}, step {step}: mean {sp['mean']:.3f} over {len(v)} seeds, "
+            f"median {sp['median']:.3f}, max {sp['max']:.3f} (docs/regimes.md, arm {arm}'s KL table).")
 
 
 def matched_decision(rep: dict, h: str) -> str:
@@ -199,13 +228,14 @@ def matched_decision(rep: dict, h: str) -> str:
 
 
 def regimes_seed(data: dict, arm: str, m: str, domain: str, part: str, seed: int) -> str:
-    """One seed's accuracy: what that seed did, not a finding."""
+    """One seed's accuracy (or trace): what that seed did, not a finding."""
     from . import regimes
     ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
     rep = regimes.Report(data, ar, seeds=None)
-    v = rep.per_seed(m, domain, rep.held[domain][part])[seed]
-    return (f"seed {seed}'s {rep.methods[m].label} on {domain}, {part}: {v:.3f} (docs/regimes.md, arm {arm}'s "
-            "per-seed table; what one seed did, not a finding).")
+    lengths, where, key = _lengths(rep, domain, part)
+    v = rep.per_seed(m, domain, lengths, key)[seed]
+    return (f"seed {seed}'s {rep.methods[m].label} on {domain}, {where}{_measure(key)}: {v:.3f} (docs/regimes.md, "
+            f"arm {arm}'s per-seed table; what one seed did, not a finding).")
 
 
 def results_stage3(data_dir: Path) -> str:
@@ -354,6 +384,8 @@ def render(fid: str, data_dir: Path | None = None) -> str:
         if parts[2] == "cmp":
             a, b = parts[3].split("-")
             return regimes_cmp(data, parts[1], a, b, parts[4], bool(five))
+        if parts[2] == "kl":
+            return regimes_kl(data, parts[1], parts[3], int(parts[4]), int(parts[5]))
         if parts[2] == "seed":
             return regimes_seed(data, parts[1], parts[3], parts[4], parts[5], int(parts[6]))
         if parts[2] == "mean":
@@ -446,7 +478,7 @@ def write(root: Path = ROOT, data_dir: Path | None = None) -> list[str]:
 # the number check: a summary sentence carries no number that no finding or table holds
 # ---------------------------------------------------------------------------------------------
 
-NUMBER = re.compile(r"(?<![\w.])(\d+\.\d+(?:e[+-]?\d+)?|\d+(?:\.\d+)?%)(?![\w.]|\.\d)")
+NUMBER = re.compile(r"(?<![\w.])(\d+\.\d+(?:e[+-]?\d+)?|\d+(?:\.\d+)?%)x?(?![\w.]|\.\d)")
 _STRIP = (re.compile(r"<!--.*?-->", re.S), re.compile(r"`[^`]*`"), re.compile(r"\]\([^)]*\)"))
 
 
