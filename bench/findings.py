@@ -30,6 +30,8 @@ Ids:
   regimes/<arm>/seed/<m>/<domain>/<part>/<seed>   one seed's accuracy (what that seed did)
   regimes/<arm>/kl/<loss>/<step>/<pos>  one cell of arm 2's KL table (mean, median, max)
   results/stage3                     docs/results.md's stage-3 normalised scores (descriptive)
+  matched/family                     how many of the registered family survive Holm's correction
+  ablations/none                     how many of the ablations' paired differences are resolved
   ablations/<key>                    a paired comparison of docs/ablations.md (ABLATION_PAIRS)
   ablations/value/<key>              a descriptive value of docs/ablations.md (ABLATION_VALUES)
   baselines/<m>-<ref>                one row of docs/baselines.md's "Which differences are resolved"
@@ -223,6 +225,18 @@ def regimes_kl(data: dict, arm: str, loss: str, step: int, pos: int) -> str:
             f"median {sp['median']:.3f}, max {sp['max']:.3f} (docs/regimes.md, arm {arm}'s KL table).")
 
 
+def matched_family(rep: dict) -> str:
+    """How many of the registered family survive Holm's correction, and how many are resolved
+    only uncorrected."""
+    from . import matched
+    fam = matched.family(rep)
+    m = next(iter(fam.values()))["m"]
+    held = sum(bool(p["resolved_holm"]) for p in fam.values())
+    raw = sum(bool(p["resolved"]) and not p["resolved_holm"] for p in fam.values())
+    return (f"the matched study registered {m} comparisons; after Holm's correction over them {held} "
+            f"{'is' if held == 1 else 'are'} resolved, and {raw} more only uncorrected (docs/matched.md, decisions).")
+
+
 def matched_decision(rep: dict, h: str) -> str:
     from . import matched
     return f"{h}: {matched.decisions(rep)[h]} (docs/matched.md, decisions table)."
@@ -328,6 +342,16 @@ def ablation_value(summary: dict, key: str) -> str:
     return f"{what}: {mu:.2f} ± {sd:.2f} (docs/ablations.md, {table}, descriptive)."
 
 
+def ablation_none(summary: dict) -> str:
+    """The page's count of resolved paired differences (every pair of ABLATION_PAIRS)."""
+    res = [k for k, (path, _, _) in ABLATION_PAIRS.items() if _at(summary, path)["resolved"]]
+    n = {_at(summary, path)["n"] for path, _, _ in ABLATION_PAIRS.values()}
+    seeds = f"{n.pop()} seeds" if len(n) == 1 else "their seeds"
+    count = "none" if not res else f"{len(res)}"
+    return (f"{count} of the {len(ABLATION_PAIRS)} paired differences of docs/ablations.md "
+            f"{'is' if len(res) < 2 else 'are'} resolved over {seeds}" + (f" ({', '.join(res)})" if res else "") + ".")
+
+
 def _baselines_family(rep: dict):
     from . import baselines, study
     order = baselines.ranking(rep)
@@ -366,6 +390,8 @@ def render(fid: str, data_dir: Path | None = None) -> str:
         rep = _matched(data_dir)
         if parts[1] == "headline":
             return matched_headline(rep)
+        if parts[1] == "family":
+            return matched_family(rep)
         if parts[1] == "decision":
             return matched_decision(rep, parts[2])
         if parts[1] == "H4":
@@ -396,6 +422,8 @@ def render(fid: str, data_dir: Path | None = None) -> str:
         return results_stage3(data_dir)
     if parts[0] == "ablations":
         summary = json.loads((data_dir / "ablations.json").read_text())["summary"]
+        if parts[1] == "none":
+            return ablation_none(summary)
         key = "/".join(parts[2:] if parts[1] == "value" else parts[1:])
         return ablation_value(summary, key) if parts[1] == "value" else ablation_pair(summary, key)
     if parts[0] == "baselines":
