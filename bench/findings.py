@@ -15,6 +15,13 @@ sentence and its JSON disagree.
 
     python -m bench.findings            # check every marked sentence of the pages against the JSON
     python -m bench.findings --write    # rewrite them from the JSON (after a re-run)
+    python -m bench.findings --numbers  # the summaries' numbers that no finding or table of their page holds
+
+The number check (`unheld`): a summary (README's results, the guide's lectures, a notebook's
+Summary and reading cells, a docs page's Reading) carries no decimal or percentage outside a
+marked finding that no finding or table of the same page holds; numbers that are not results
+(a setting, a threshold, a cited paper's value) sit on tests/test_findings.py's reviewed
+allow-list, each with why.
 
 Ids:
   matched/headline                   the matched study's corrected decisions at the T's run with 5 seeds
@@ -630,7 +637,12 @@ def unheld(root: Path = ROOT, allow: dict | None = None) -> list[str]:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--write", action="store_true", help="rewrite every marked sentence from the JSON")
+    p.add_argument("--numbers", action="store_true", help="list the summaries' numbers no finding or table holds "
+                   "(before the test's allow-list)")
     args = p.parse_args(argv)
+    if args.numbers:
+        print("\n".join(unheld()) or "every summary number is held by a finding or a table of its page")
+        return 0
     if args.write:
         print("\n".join(write()) or "nothing to change")
         return 0
