@@ -15,17 +15,41 @@ sentence and its JSON disagree.
 
     python -m bench.findings            # check every marked sentence of the pages against the JSON
     python -m bench.findings --write    # rewrite them from the JSON (after a re-run)
+    python -m bench.findings --numbers  # the summaries' numbers that no finding or table of their page holds
+
+The number check (`unheld`): a summary (README's results, the guide's lectures, a notebook's
+Summary and reading cells, a docs page's Reading) carries no decimal or percentage outside a
+marked finding that no finding or table of the same page holds; numbers that are not results
+(a setting, a threshold, a cited paper's value) sit on tests/test_findings.py's reviewed
+allow-list, each with why.
 
 Ids:
   matched/headline                   the matched study's corrected decisions at the T's run with 5 seeds
   matched/T<T>/<a>-<b>               one comparison of the matched family (a, b: bench.matched's keys)
+  matched/T<T>/H3/<b>                H3's cost ratio of the best MOPD form over offline baseline b at T
+  matched/T<T>/norm/<a>-<b>          a - b in the normalised score at T (outside the family: uncorrected)
+  matched/T<T>/lift/<a>-<b>          a - b in the mean lift, a pair outside the family (uncorrected)
+  matched/decision/<H>               a decision of the matched page's decisions table
+  matched/H4/<m>                     H4's row (descriptive) for method m at the T's run with 5 seeds
   regimes/<arm>/<H>[@5]              a registered decision of docs/regimes.md (@5: its 5-seed check)
+  regimes/<arm>/cmp/<a>-<b>/<domain>[@5]   a paired comparison of one arm's accuracy (all lengths)
+  regimes/<arm>/mean/<m>/<domain>/<part>[@5]   a method's accuracy, mean ± sd over seeds (descriptive)
+  regimes/<arm>/seed/<m>/<domain>/<part>/<seed>   one seed's accuracy (what that seed did)
+  regimes/<arm>/kl/<loss>/<step>/<pos>  one cell of arm 2's KL table (mean, median, max)
+  results/stage3                     docs/results.md's stage-3 normalised scores (descriptive)
+  matched/family                     how many of the registered family survive Holm's correction
+  ablations/none                     how many of the ablations' paired differences are resolved
+  ablations/<key>                    a paired comparison of docs/ablations.md (ABLATION_PAIRS)
+  ablations/value/<key>              a descriptive value of docs/ablations.md (ABLATION_VALUES)
+  baselines/<m>-<ref>                one row of docs/baselines.md's "Which differences are resolved"
+  baselines/ranking                  docs/baselines.md's ranking of means (descriptive)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -109,9 +133,257 @@ def regimes_decision(data: dict, arm: str, h: str, every: bool) -> str:
     decided = regimes.decisions(rep)[1][h]
     fam = regimes.primary_arm2(rep) if a.number == 2 else None
     p = fam[h][0] if fam and h in fam else None
+    shown = regimes.decisions(rep)[1].get("H1.1", "")
+    if a.number != 2 and h in ("H1.2", "H1.3") and shown.startswith("shown (on "):
+        d = shown[len("shown (on "):-1].split(", ")[0]
+        p = regimes.comparison(rep, "mopd_kl" if h == "H1.2" else "rft", "mixrl", d, rep.held[d]["all"])
+        h = f"{h} on {d}"
     table = f"docs/regimes.md, arm {arm}'s " + ("5-seed table" if every else "comparison table")
     diff = f"{stats.interval_text(p)} over {p['n']} seeds, " if p is not None else ""
     return f"{h}: {diff}{decided} ({table})."
+
+
+def _cmp_sentence(name: str, p: dict, table: str, digits: int = 3, p_adj: float | None = None) -> str:
+    """A paired comparison read by stats.reading (after the correction when p_adj is given)."""
+    n = f" over {p['n']} seeds" if p["n"] >= 2 else ""
+    holm = f", p (Holm) {p_adj:.3f}" if p_adj is not None else ""
+    return f"{name}: {stats.interval_text(p, digits)}{n}{holm}, {stats.reading(p, p_adj, digits=digits)} ({table})."
+
+
+def matched_h3(rep: dict, T: int, b: str) -> str:
+    from . import matched
+    rows = rep["by_T"][str(T)]["rows"]
+    best = max(matched.STUDENTS, key=lambda m: stats.mean_sd([p["lift"]["mean"] for p in rows[m].values()])[0])
+    r = matched.cost_ratio(rows, best, b)
+    ival = f" [{math.exp(r['lo']):.2f}, {math.exp(r['hi']):.2f}]" if r["n"] >= 2 and not math.isnan(r["half"]) else ""
+    return (f"H3 at T = {T}: {_label(best)}'s pipeline FLOPs to {rep['plan']['target']:.0%} of the teachers' val "
+            f"lift over {_label(b)}'s, {r['ratio']:.2f}x{ival} over the {r['n']} seeds where both reached it, below "
+            f"the critique's {matched.CRITIQUE}x: {matched.below(r)} (docs/matched.md, T = {T} H3 table).")
+
+
+def matched_norm(rep: dict, T: int, a: str, b: str, part: str = "all") -> str:
+    """a - b outside the registered family (uncorrected): the normalised score (part "all"), or the
+    mean lift of a pair the family does not hold (part "lift")."""
+    from . import study
+    p = study.paired(rep["by_T"][str(T)]["rows"], a, b, part=part)
+    what = "normalised score" if part == "all" else "mean lift"
+    return _cmp_sentence(f"{_label(a)} minus {_label(b)} at T = {T}, {what} (outside the registered "
+                         "family, uncorrected)", p, f"docs/matched.md, T = {T} " + ("paired table" if part == "all"
+                                                                                     else "rows, per seed"))
+
+
+def matched_h4(rep: dict, m: str) -> str:
+    from . import matched
+    five = sorted(int(T) for T, v in rep["by_T"].items() if len(v["seeds_done"]) >= matched.FIVE)
+    vals = [stats.mean_sd([p["lift"]["mean"] for p in rep["by_T"][str(T)]["rows"][m].values()])[0] for T in five]
+    teach = [matched.teachers_lift(rep["by_T"][str(T)])["mean"] for T in five]
+    return (f"{_label(m)}'s mean lift at T = {' and '.join(map(str, five))}: {' and '.join(f'{v:.2f}' for v in vals)}, "
+            f"against the teachers' {' and '.join(f'{v:.2f}' for v in teach)} (docs/matched.md, H4 table, "
+            "descriptive: no test, the teachers one seed each).")
+
+
+def regimes_cmp(data: dict, arm: str, a: str, b: str, domain: str, every: bool) -> str:
+    from . import regimes
+    ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
+    rep = regimes.Report(data, ar, seeds=None if every else regimes.REGISTERED)
+    p = regimes.comparison(rep, a, b, domain, rep.held[domain]["all"])
+    table = f"docs/regimes.md, arm {arm}'s " + ("5-seed table" if every else "comparison table")
+    return _cmp_sentence(f"{rep.methods[a].label} minus {rep.methods[b].label} on {domain}, all lengths (uncorrected)",
+                         p, table)
+
+
+def _lengths(rep, domain: str, part: str) -> tuple[tuple, str, str]:
+    """'held-in' / 'all' / 'held-out', or depths '2' / '2+3'; a ':trace' (or ':words') suffix reads
+    that measure instead of the accuracy: (lengths, how the page names them, the measure)."""
+    part, _, key = part.partition(":")
+    key = key or "acc"
+    if part in rep.held[domain]:
+        return rep.held[domain][part], part, key
+    return tuple(int(x) for x in part.split("+")), f"depth {part.replace('+', ', ')}", key
+
+
+def _measure(key: str) -> str:
+    return {"acc": "", "trace": " trace", "words": " words"}[key]
+
+
+def regimes_mean(data: dict, arm: str, m: str, domain: str, part: str, every: bool) -> str:
+    from . import regimes
+    ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
+    rep = regimes.Report(data, ar, seeds=None if every else regimes.REGISTERED)
+    lengths, where, key = _lengths(rep, domain, part)
+    vals = list(rep.per_seed(m, domain, lengths, key).values())
+    mu, sd = stats.mean_sd(vals)
+    table = f"docs/regimes.md, arm {arm}'s " + ("5-seed table" if every else "accuracy table")
+    return (f"{rep.methods[m].label} on {domain}, {where}{_measure(key)}: {mu:.3f} ± {sd:.3f} over {len(vals)} seeds "
+            f"({table}, descriptive).")
+
+
+def regimes_kl(data: dict, arm: str, loss: str, step: int, pos: int) -> str:
+    """One cell of arm 2's KL table: the mean over the registered seeds, its median and max."""
+    from . import regimes
+    ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
+    rep = regimes.Report(data, ar)
+    per = rep.runs[f"mopd_{loss}"]
+    v = [r["kl_along"][str(step)]["kl"][pos] for r in per.values()
+         if r.get("kl_along") and str(step) in r["kl_along"] and len(r["kl_along"][str(step)]["kl"]) > pos]
+    sp = stats.spread(v)
+    name = {"pg": "MOPD-PG", "topk": "MOPD Top-k", "kl": "MOPD exact KL"}[loss]
+    return (f"{name}'s per-token KL at position {pos}, step {step}: mean {sp['mean']:.3f} over {len(v)} seeds, "
+            f"median {sp['median']:.3f}, max {sp['max']:.3f} (docs/regimes.md, arm {arm}'s KL table).")
+
+
+def matched_family(rep: dict) -> str:
+    """How many of the registered family survive Holm's correction, and how many are resolved
+    only uncorrected."""
+    from . import matched
+    fam = matched.family(rep)
+    m = next(iter(fam.values()))["m"]
+    held = sum(bool(p["resolved_holm"]) for p in fam.values())
+    raw = sum(bool(p["resolved"]) and not p["resolved_holm"] for p in fam.values())
+    return (f"the matched study registered {m} comparisons; after Holm's correction over them {held} "
+            f"{'is' if held == 1 else 'are'} resolved, and {raw} more only uncorrected (docs/matched.md, decisions).")
+
+
+def matched_decision(rep: dict, h: str) -> str:
+    from . import matched
+    return f"{h}: {matched.decisions(rep)[h]} (docs/matched.md, decisions table)."
+
+
+def regimes_seed(data: dict, arm: str, m: str, domain: str, part: str, seed: int) -> str:
+    """One seed's accuracy (or trace): what that seed did, not a finding."""
+    from . import regimes
+    ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
+    rep = regimes.Report(data, ar, seeds=None)
+    lengths, where, key = _lengths(rep, domain, part)
+    v = rep.per_seed(m, domain, lengths, key)[seed]
+    return (f"seed {seed}'s {rep.methods[m].label} on {domain}, {where}{_measure(key)}: {v:.3f} (docs/regimes.md, "
+            f"arm {arm}'s per-seed table; what one seed did, not a finding).")
+
+
+def results_stage3(data_dir: Path) -> str:
+    import mopd_mini as mm
+    table = json.loads((data_dir / "results.json").read_text())["table"]
+    names = {"MOPD-PG": "pg", "MOPD-Top-k": "topk", "exact reverse KL": "kl"}
+    cells = []
+    for label, loss in names.items():
+        seeds = sorted(k for k in table["acc"] if k.startswith(f"student_{loss}_s"))
+        mu, sd = stats.mean_sd([mm.normalised_scores(table, student=n)["mean"] for n in seeds])
+        cells.append(f"{label} {mu:.2f} ± {sd:.2f}")
+    return (f"normalised score, mean over both domains, mean ± sample std over {len(seeds)} seeds: "
+            + ", ".join(cells) + " (docs/results.md, stage 3's table, descriptive).")
+
+
+# ---------------------------------------------------------------------------------------------
+# the ablations and baselines pages
+# ---------------------------------------------------------------------------------------------
+
+_OWN = ("ucmopd_own", "paired")
+ABLATION_PAIRS = {   # key: (path in docs/ablations.json's summary, what is compared, the table)
+    "origin/pg": (("origin", "losses", "pg", "paired_binding"), "other origin minus same origin, final binding "
+                  "accuracy (PG)", "section 1's paired lines"),
+    "origin/topk": (("origin", "losses", "topk", "paired_binding"), "other origin minus same origin, final binding "
+                    "accuracy (top-k)", "section 1's paired lines"),
+    "rounds/from_base": (("rounds", "paired", "round-2 student (from base)"), "round-2 student from the base minus the "
+                         "round-1 student, normalised", "section 2's table"),
+    "rounds/from_round1": (("rounds", "paired", "round-2 student (from round-1 student)"), "round-2 student from the "
+                           "round-1 student minus the round-1 student, normalised", "section 2's table"),
+    "rounds/control": (("rounds", "control", "from_round1_minus_control"), "round-2 student from the round-1 student "
+                       "minus the 600-step control, normalised", "section 2's table"),
+    "rounds/steps": (("rounds", "control", "control_minus_round1"), "the 600-step control minus the 300-step round-1 "
+                     "student, normalised", "section 2's table"),
+    "ucmopd/two": (("ucmopd", "paired", "two"), "UCMOPD minus MOPD, two teachers, normalised", "section 3's table"),
+    "ucmopd/preserve": (("ucmopd", "paired", "preserve"), "UCMOPD minus MOPD, capability preservation",
+                        "section 3's table"),
+    "own/recall": (_OWN + ("ucmopd minus mopd_rollouts", "recall"), "UCMOPD minus rollout-matched MOPD on recall",
+                   "section 4's table"),
+    "own/binding": (_OWN + ("ucmopd minus mopd_rollouts", "binding"), "UCMOPD minus rollout-matched MOPD on binding",
+                    "section 4's table"),
+    "own/recall_plain": (_OWN + ("ucmopd minus mopd", "recall"), "UCMOPD minus plain MOPD (1 rollout) on recall",
+                         "section 4's table"),
+    "own/binding_plain": (_OWN + ("ucmopd minus mopd", "binding"), "UCMOPD minus plain MOPD (1 rollout) on binding",
+                          "section 4's table"),
+}
+ABLATION_VALUES = {  # key: (path in the summary, index of [mean, sd] or None, digits, what it is, the table)
+    "origin/teachers": None,     # rendered by ablation_value below: the two binding teachers, one seed each
+    "origin/kl_ratio": (("origin", "initial_kl", "ratio"), "the other-origin teacher's initial per-token KL over the "
+                        "same-origin teacher's, on the same samples", "section 1's initial-KL table"),
+    "rounds/teachers": (("rounds", "rows", "round-2 teachers", "mean"), "round-2 teachers, normalised against the "
+                        "round-1 teachers", "section 2's table"),
+    "rounds/from_base": (("rounds", "rows", "round-2 student (from base)", "mean"), "round-2 student from the base, "
+                         "normalised", "section 2's table"),
+    "rounds/round1": (("rounds", "rows", "round-1 student", "mean"), "round-1 student, normalised", "section 2's table"),
+    "rounds/from_round1": (("rounds", "rows", "round-2 student (from round-1 student)", "mean"), "round-2 student from "
+                           "the round-1 student, normalised", "section 2's table"),
+    "rounds/control": (("rounds", "rows", "round-1 student, twice the steps (control)", "mean"), "the 600-step "
+                       "control, normalised", "section 2's table"),
+}
+
+
+def _at(d: dict, path: tuple):
+    for k in path:
+        d = d[k]
+    return d
+
+
+def ablation_pair(summary: dict, key: str) -> str:
+    path, what, table = ABLATION_PAIRS[key]
+    return _cmp_sentence(what, _at(summary, path), f"docs/ablations.md, {table}", digits=2)
+
+
+def ablation_value(summary: dict, key: str) -> str:
+    if key == "origin/teachers":
+        o, t = summary["origin"], summary["teachers"]
+        return (f"the other origin's binding teacher scores {o['other_teacher_binding']:.2f} against the same-origin "
+                f"teacher's {t['binding']:.2f} on the test prompts (docs/ablations.md, section 1; one seed each, "
+                "descriptive).")
+    if key == "own/specialist":
+        o, t = summary["ucmopd_own"], summary["teachers"]
+        return (f"the binding specialist's recall is {o['specialist']['recall']:.2f} against the recall teacher's "
+                f"{t['recall']:.2f} (docs/ablations.md, section 4; descriptive).")
+    if key == "own/recovered":
+        rec = [summary["ucmopd_own"]["rows"][m]["recall"][0] for m in ("mopd", "mopd_rollouts", "ucmopd")]
+        return (f"every arm's recall is between {min(rec):.2f} and {max(rec):.2f} (docs/ablations.md, section 4's "
+                "table, mean over seeds; descriptive).")
+    path, what, table = ABLATION_VALUES[key]
+    mu, sd = _at(summary, path)
+    return f"{what}: {mu:.2f} ± {sd:.2f} (docs/ablations.md, {table}, descriptive)."
+
+
+def ablation_none(summary: dict) -> str:
+    """The page's count of resolved paired differences (every pair of ABLATION_PAIRS)."""
+    res = [k for k, (path, _, _) in ABLATION_PAIRS.items() if _at(summary, path)["resolved"]]
+    n = {_at(summary, path)["n"] for path, _, _ in ABLATION_PAIRS.values()}
+    seeds = f"{n.pop()} seeds" if len(n) == 1 else "their seeds"
+    count = "none" if not res else f"{len(res)}"
+    return (f"{count} of the {len(ABLATION_PAIRS)} paired differences of docs/ablations.md "
+            f"{'is' if len(res) < 2 else 'are'} resolved over {seeds}" + (f" ({', '.join(res)})" if res else "") + ".")
+
+
+def _baselines_family(rep: dict):
+    from . import baselines, study
+    order = baselines.ranking(rep)
+    best = max(("mopd_pg", "mopd_topk", "mopd_kl"), key=lambda m: baselines.method_stats(rep, m)[0])
+    fam = study.family({f"{m}|{ref}": baselines.paired(rep["rows"], m, ref) for m in order
+                        for ref in ("mopd_pg", best) if m != ref})
+    return order, best, fam
+
+
+def baselines_pair(rep: dict, m: str, ref: str) -> str:
+    _, _, fam = _baselines_family(rep)
+    f = fam[f"{m}|{ref}"]
+    k = f["n"]
+    return (f"{_label(m)} minus {_label(ref)}, mean normalised score: {stats.interval_text(f)} over {k} seeds, "
+            f"p (Holm) {f['p_holm']:.3f} over the table's family of {len(fam)}, {f['reading']}"
+            + ("; resolved only uncorrected" if f["resolved"] and not f["resolved_holm"] else "")
+            + " (docs/baselines.md, \"Which differences are resolved\").")
+
+
+def baselines_ranking(rep: dict, top: int = 4) -> str:
+    from . import baselines
+    order, best, _ = _baselines_family(rep)
+    shown = order[:max(top, order.index(best) + 1)]
+    return ("the means, descriptive: " + ", ".join(f"{_label(m)} {baselines.method_stats(rep, m)[0]:.2f}" for m in shown)
+            + " (docs/baselines.md, its table, mean normalised test score).")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,12 +397,48 @@ def render(fid: str, data_dir: Path | None = None) -> str:
         rep = _matched(data_dir)
         if parts[1] == "headline":
             return matched_headline(rep)
+        if parts[1] == "family":
+            return matched_family(rep)
+        if parts[1] == "decision":
+            return matched_decision(rep, parts[2])
+        if parts[1] == "H4":
+            return matched_h4(rep, parts[2])
+        T = int(parts[1].lstrip("T"))
+        if parts[2] == "H3":
+            return matched_h3(rep, T, parts[3])
+        if parts[2] in ("norm", "lift"):
+            a, b = parts[3].split("-")
+            return matched_norm(rep, T, a, b, "all" if parts[2] == "norm" else "lift")
         a, b = parts[2].split("-")
-        return matched_pair(rep, int(parts[1].lstrip("T")), a, b)
+        return matched_pair(rep, T, a, b)
     if parts[0] == "regimes":
         data = json.loads((data_dir / "regimes.json").read_text())
-        h, _, five = parts[2].partition("@")
-        return regimes_decision(data, parts[1], h, bool(five))
+        last, _, five = parts[-1].partition("@")
+        parts[-1] = last
+        if parts[2] == "cmp":
+            a, b = parts[3].split("-")
+            return regimes_cmp(data, parts[1], a, b, parts[4], bool(five))
+        if parts[2] == "kl":
+            return regimes_kl(data, parts[1], parts[3], int(parts[4]), int(parts[5]))
+        if parts[2] == "seed":
+            return regimes_seed(data, parts[1], parts[3], parts[4], parts[5], int(parts[6]))
+        if parts[2] == "mean":
+            return regimes_mean(data, parts[1], parts[3], parts[4], parts[5], bool(five))
+        return regimes_decision(data, parts[1], last, bool(five))
+    if parts[0] == "results" and parts[1] == "stage3":
+        return results_stage3(data_dir)
+    if parts[0] == "ablations":
+        summary = json.loads((data_dir / "ablations.json").read_text())["summary"]
+        if parts[1] == "none":
+            return ablation_none(summary)
+        key = "/".join(parts[2:] if parts[1] == "value" else parts[1:])
+        return ablation_value(summary, key) if parts[1] == "value" else ablation_pair(summary, key)
+    if parts[0] == "baselines":
+        rep = json.loads((data_dir / "baselines.json").read_text())
+        if parts[1] == "ranking":
+            return baselines_ranking(rep)
+        m, ref = parts[1].split("-")
+        return baselines_pair(rep, m, ref)
     raise KeyError(f"unknown finding id {fid!r}")
 
 
@@ -178,11 +486,25 @@ def marked(root: Path = ROOT) -> dict[str, list[str]]:
     return out
 
 
+def fill(text: str, data_dir: Path | None = None, strict: bool = True) -> str:
+    """The text with every marked sentence rendered again from the JSON in data_dir (a page's
+    command calls it on the page it writes, so a hand-written Reading's findings follow the JSON).
+    Not strict: a finding that JSON cannot render (a smoke run's few seeds) says so instead."""
+    def one(m):
+        try:
+            body = render(m["id"], data_dir)
+        except (KeyError, ValueError, IndexError, StopIteration) as e:
+            if strict:
+                raise
+            body = f"(not rendered from this JSON: {type(e).__name__} {e})"
+        return f"<!-- finding: {m['id']} -->{body}<!-- /finding -->"
+    return MARK.sub(one, text)
+
+
 def write(root: Path = ROOT, data_dir: Path | None = None) -> list[str]:
     """Rewrite every marked sentence from the JSON; the pages changed."""
     changed = []
-    sub = lambda text: MARK.sub(lambda m: f"<!-- finding: {m['id']} -->{render(m['id'], data_dir)}<!-- /finding -->",  # noqa: E731
-                                text)
+    sub = lambda text: fill(text, data_dir)  # noqa: E731
     for path in pages(root):
         if path.suffix == ".ipynb":
             nb = json.loads(path.read_text())
@@ -202,10 +524,125 @@ def write(root: Path = ROOT, data_dir: Path | None = None) -> list[str]:
     return changed
 
 
+# ---------------------------------------------------------------------------------------------
+# the number check: a summary sentence carries no number that no finding or table holds
+# ---------------------------------------------------------------------------------------------
+
+NUMBER = re.compile(r"(?<![\w.])(\d+\.\d+(?:e[+-]?\d+)?|\d+(?:\.\d+)?%)x?(?![\w.]|\.\d)")
+_STRIP = (re.compile(r"<!--.*?-->", re.S), re.compile(r"`[^`]*`"), re.compile(r"\]\([^)]*\)"))
+
+
+def numbers(text: str) -> list[str]:
+    """The decimals and percentages of a text (the numbers a result is stated in), outside code
+    spans, link targets and HTML comments; integers (seeds, steps, T, depths, counts) are not read."""
+    for p in _STRIP:
+        text = p.sub(" ", text)
+    return NUMBER.findall(text)
+
+
+def _section(text: str, heading: str) -> str:
+    """From the heading line to the next heading of the same or a higher level."""
+    level = heading.split(" ")[0]
+    lines, out, on = text.splitlines(), [], False
+    for line in lines:
+        if line.startswith(heading):
+            on = True
+        elif on and line.startswith("#") and len(line.split(" ")[0]) <= len(level):
+            break
+        if on:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _reading_blocks(text: str) -> list[str]:
+    """The hand-written Reading paragraphs of a rendered page: from a '**Reading**' paragraph, the
+    bullet paragraphs that follow it."""
+    out, paras, on = [], re.split(r"\n\s*\n", text), False
+    for para in paras:
+        if para.startswith("**Reading**"):
+            on = True
+            out.append(para)
+        elif on and para.lstrip().startswith("* "):
+            out.append(para)
+        else:
+            on = False
+    return out
+
+
+def _blocks(path: Path, root: Path = ROOT) -> list[str]:
+    rel = str(path.relative_to(root))
+    blocks = []
+    if path.suffix == ".ipynb":
+        blocks = [t.split("## Exercises")[0] for t in texts(path) if t.startswith("## Summary") or t.startswith("Read the")]
+    elif rel == "README.md":
+        blocks = [_section(path.read_text(), "## Results on the tiny default")]
+    elif rel == "docs/instructor.md":
+        blocks = [_section(path.read_text(), "## Lecture plan")]
+    elif rel.startswith("docs/"):
+        text = path.read_text()
+        blocks = [_section(text, h) for h in re.findall(r"^#+ Reading[^\n]*", text, re.M)] + _reading_blocks(text)
+    return [b for b in blocks if b]
+
+
+def summaries(path: Path, root: Path = ROOT) -> list[str]:
+    """The summary text of a page that the number check reads: README's results section, the
+    guide's lecture notes, a notebook's Summary cell and its 'Read the ...' reading cells, a docs
+    page's Reading sections. Table rows are left out (they are the data, not the summary)."""
+    return ["\n".join(line for line in b.splitlines() if not line.lstrip().startswith("|"))
+            for b in _blocks(path, root)]
+
+
+def held(path: Path, root: Path = ROOT) -> list[float]:
+    """The numbers a page's rendered findings and tables hold; on a docs page, also every line
+    outside its Reading sections (the page's command renders those from its JSON)."""
+    out = []
+    for text in texts(path):
+        for m in MARK.finditer(text):
+            out += numbers(m["text"])
+        out += [n for line in text.splitlines() if line.lstrip().startswith("|") for n in numbers(line)]
+    if path.suffix == ".md" and str(path.relative_to(root)).startswith("docs/"):
+        rendered = path.read_text()
+        for b in _blocks(path, root):
+            rendered = rendered.replace(b, " ")
+        out += numbers(rendered)
+    return [float(n.rstrip("%")) for n in out]
+
+
+def _matches(n: str, pool: list[float]) -> bool:
+    """n, at its own digits, is a held number rounded (a percentage also as a fraction of 1)."""
+    x, digits = float(n.rstrip("%")), len(n.rstrip("%").split(".")[1]) if "." in n else 0
+    if any(abs(round(abs(h), digits) - x) < 1e-9 for h in pool):
+        return True
+    return n.endswith("%") and any(abs(round(abs(h) * 100, digits) - x) < 1e-9 for h in pool)
+
+
+def unheld(root: Path = ROOT, allow: dict | None = None) -> list[str]:
+    """Every number of a page's summary text (outside its marked findings) that no rendered
+    finding or table on that page holds and the allow-list does not name: 'page: number: context'."""
+    allow = allow or {}
+    bad = []
+    for path in pages(root):
+        rel = str(path.relative_to(root))
+        pool, ok = held(path, root), allow.get(rel, {})
+        for block in summaries(path, root):
+            outside = MARK.sub(" ", block)
+            for n in numbers(outside):
+                if n in ok or _matches(n, pool):
+                    continue
+                i = outside.find(n)
+                bad.append(f"{rel}: {n}: ...{' '.join(outside[max(0, i - 60):i + 30].split())}...")
+    return bad
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--write", action="store_true", help="rewrite every marked sentence from the JSON")
+    p.add_argument("--numbers", action="store_true", help="list the summaries' numbers no finding or table holds "
+                   "(before the test's allow-list)")
     args = p.parse_args(argv)
+    if args.numbers:
+        print("\n".join(unheld()) or "every summary number is held by a finding or a table of its page")
+        return 0
     if args.write:
         print("\n".join(write()) or "nothing to change")
         return 0

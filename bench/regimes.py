@@ -1114,7 +1114,8 @@ READING = {   # hand-written for the recorded runs (2026-12-02; re-read 2026-12-
     # Holm's correction); each sentence names its table. Sentences marked "not a finding" say what seeds did.
     2: ["**Reading** (hand-written for the runs recorded on 2026-12-02, re-read 2026-12-03, from this arm's tables; "
         "the decisions are the Holm-corrected ones of the comparison table, and a sentence marked *not a finding* "
-        "says what particular seeds did):", "",
+        "says what particular seeds did):",
+        "",
         "* The SFT teacher is right at the trained depths on seeds 0-3 (0.980-1.000 held-in, per-seed table) and at "
         "neither held-out depth (0.003 ± 0.004 over seeds 0-2, chain accuracy table); by length it writes 1.99 words "
         "at depth 4, where a depth-4 trace has 5 (by-length table). Seed 4's SFT teacher is at 0.485 held-in and "
@@ -1122,64 +1123,74 @@ READING = {   # hand-written for the recorded runs (2026-12-02; re-read 2026-12-
         "includes a seed whose teacher the gate would have stopped (*not a finding*: what seed 4 did).",
         "* At depth 4 the teacher scores 0.00 and every student built from it or from the gold but MOPD-PG is at "
         "0.00-0.01 (by-length table), so the depth-4 rows of H2.2 and H2.3 compare near-zero accuracies: their "
-        "\"supported\" by the rule is descriptive, not a finding. MOPD-PG's +0.090 there is its 0.09 at depth 4, "
-        "below the 0.20 chance level H2.1 uses.",
-        "* GRPO writes about one word at every depth (words 1.00-1.11, by-length table) and scores 0.12-0.17 at every "
-        "depth: on the final-answer reward it learned to answer without the trace, and H2.1 is supported after "
-        "Holm's correction (comparison table).",
+        "\"supported\" by the rule is descriptive, not a finding. MOPD-PG's +0.090 there is its 0.09 at depth 4, below "
+        "the 0.20 chance level H2.1 uses.",
+        "* GRPO writes about one word at every depth (words 1.00-1.11, by-length table) and scores 0.12-0.17 at "
+        "every depth: on the final-answer reward it learned to answer without the trace, and after Holm's correction "
+        "<!-- finding: regimes/2/H2.1 -->x<!-- /finding -->",
         "* MOPD exact KL's seeds do different things (per-seed table; *not a finding*): seeds 0 and 3 match the "
         "teacher at the trained depths and score 0.00 at depths 4 and 5; seed 1 writes the right depth-2 trace and "
-        "does not stop (trace 1.00, acc 0.00, 6 words at depth 2), so the by-length table's depth-2 \"acc 0.66, "
-        "trace 1.00\" is seed 1's over-running averaged with two seeds that stop; seed 1 also writes the full path "
-        "at depth 5 (0.875), so the \"depth 5 is a one-lookup shortcut\" reading does not hold for it; seed 2 "
-        "reaches 0.380 at depth 5; seed 4 follows its failed-gate teacher (0.460 held-in). H2.2 and H2.3 are not "
-        "resolved (comparison table).",
-        "* The KL table's 5.857 at position 3 (the period), step 300, is seed 1's 17.570 averaged over three seeds "
-        "(median 0.000, max 17.570, KL table): late in training the KL is near 0 at every position for seeds 0 and "
-        "2, and at the period seed 1's is large, the stop decision behind its depth-2 acc 0.00 (*not a finding*). "
-        "MOPD Top-k scores 0.000 at every depth on every seed and MOPD-PG 0.128 ± 0.017 overall (chain accuracy "
-        "table), each at the one preset learning rate: the loss forms and their rate are confounded, so these rows "
-        "do not say which form suits the task.",
+        "does not stop (trace 1.00, acc 0.00, 6 words at depth 2), so the by-length table's depth-2 \"acc 0.66, trace "
+        "1.00\" is seed 1's over-running averaged with two seeds that stop; seed 1 also writes the full path at depth "
+        "5 (0.875), so the \"depth 5 is a one-lookup shortcut\" reading does not hold for it; seed 2 reaches 0.380 at "
+        "depth 5; seed 4 follows its failed-gate teacher (0.460 held-in). <!-- finding: regimes/2/H2.2 -->x<!-- "
+        "/finding --> <!-- finding: regimes/2/H2.3 -->x<!-- /finding -->",
+        "* At the period (position 3): <!-- finding: regimes/2/kl/kl/300/3 -->x<!-- /finding --> The max is seed "
+        "1's, averaged into the mean (median far below it): late in training the KL is near 0 at every position for "
+        "seeds 0 and 2, and at the period seed 1's is large, the stop decision behind its depth-2 acc 0.00 (*not a "
+        "finding*). MOPD Top-k scores 0.000 at every depth on every seed and MOPD-PG 0.128 ± 0.017 overall (chain "
+        "accuracy table), each at the one preset learning rate: the loss forms and their rate are confounded, so "
+        "these rows do not say which form suits the task.",
         "* Off-policy SFT on the teacher's sampled traces reaches 0.975 ± 0.026 held-in (chain accuracy table) at "
         "0.82x MOPD exact KL's pipeline FLOPs (4.29e+11 against 5.24e+11, cost table). No registered hypothesis "
         "compares the two: this is not a finding that it did as well as MOPD.",
-        "* The 5-seed check keeps every decision after Holm's correction (5-seed table): H2.1 supported (-0.143 ± "
-        "0.020), H2.2 not resolved (the interval allows differences from -0.377 to +0.173), H2.3 not resolved (from "
-        "-0.200 to +0.375); its seed 4 fails gate G2.", ""],
-    1: ["**Reading** (hand-written for the runs recorded on 2026-12-02, re-read 2026-12-03, from this arm's tables):", "",
-        "* Interference in H1.1's sense is not shown: Mix-RL minus each teacher is -0.000 ± 0.002 on conflict and "
-        "-0.070 ± 0.879 on memory (comparison table). What the tables do show is the memory teacher losing conflict: "
-        "0.056 ± 0.029 against the base's 0.994 (conflict accuracy table), while Mix-RL, trained on both, keeps "
-        "conflict at 1.000 ± 0.001 and reaches 0.494 ± 0.305 on memory against the memory teacher's 0.564 ± 0.166 "
-        "(memory accuracy table). Seed 2's memory teacher fails gate G1 on val (0.325 against 0.50, gate line), "
-        "which was checked on seed 0 only.",
+        "* The 5-seed check, after Holm's correction: <!-- finding: regimes/2/H2.1@5 -->x<!-- /finding --> <!-- "
+        "finding: regimes/2/H2.2@5 -->x<!-- /finding --> <!-- finding: regimes/2/H2.3@5 -->x<!-- /finding --> Its "
+        "seed 4 fails gate G2.",
+        ""],
+    1: ["**Reading** (hand-written for the runs recorded on 2026-12-02, re-read 2026-12-03, from this arm's tables):",
+        "",
+        "* <!-- finding: regimes/1/H1.1 -->x<!-- /finding --> Mix-RL minus each teacher: <!-- finding: "
+        "regimes/1/cmp/mixrl-teacher_conflict/conflict -->x<!-- /finding --> <!-- finding: "
+        "regimes/1/cmp/mixrl-teacher_memory/memory -->x<!-- /finding --> What the tables do show is the memory "
+        "teacher losing conflict: 0.056 ± 0.029 against the base's 0.994 (conflict accuracy table), while Mix-RL, "
+        "trained on both, keeps conflict at 1.000 ± 0.001 and reaches 0.494 ± 0.305 on memory against the memory "
+        "teacher's 0.564 ± 0.166 (memory accuracy table). Seed 2's memory teacher fails gate G1 on val (0.325 "
+        "against 0.50, gate line), which was checked on seed 0 only.",
         "* MOPD exact KL and RFT both reach each teacher on its own domain (conflict 1.000, memory 0.564 ± 0.167 and "
         "0.567 ± 0.165; both accuracy tables); MOPD Top-k scores 0.000 on memory and MOPD-PG 0.105 ± 0.032 (memory "
         "accuracy table). H1.2 and H1.3 are not tested (their rule needs H1.1 shown).",
         "* The merges lose conflict: linear 0.470 ± 0.072, cat 0.841 ± 0.023 (conflict accuracy table; merge linear "
-        "minus teacher_conflict -0.530 ± 0.180, comparison table).", ""],
+        "minus teacher_conflict -0.530 ± 0.180, comparison table).",
+        ""],
 }
 READING["1b"] = [
-    "**Reading** (hand-written for the runs recorded on 2026-12-02, re-read 2026-12-03, from this arm's tables; the "
-    "registered 3-seed decisions are Holm-corrected over the arm's family of 4):", "",
-    "* With the registered 3 seeds, interference is shown on memory after Holm's correction (p (Holm) 0.045): Mix-RL "
-    "at the teachers' budget minus the memory teacher is -0.201 ± 0.098, and H1.2 is supported (p (Holm) 0.045): MOPD "
-    "exact KL minus Mix-RL is +0.199 ± 0.105 on memory and -0.000 ± 0.053 on recall (comparison table). H1.3 is not "
-    "resolved: RFT is above Mix-RL on memory and below it on recall (-0.058 ± 0.019). MOPD exact KL minus RFT on "
-    "memory is not resolved: the interval allows differences from -0.018 to +0.012 (comparison table); by the amended "
-    "rule that is not \"the simple method did as well\".",
-    "* The 5-seed check does not confirm the interference: D_memory is -0.074 ± 0.363, so H1.1 is not shown with 5 "
-    "seeds, and the 3-seed H1.1 and H1.2 decisions above are not findings. The per-seed table shows why: the memory "
-    "teacher's own RL run reached 0.180 on seed 3 (0.372-0.674 on the others) while Mix-RL reached 0.627 there, and "
-    "the gate line shows seeds 2 and 3's memory teachers failing gate G1 on val (0.325 and 0.185 against 0.50; the "
-    "gate was checked on seed 0 only). MOPD exact KL is within 0.02 of its memory teacher on every seed (per-seed "
-    "table; the interval of the difference allows -0.008 to +0.012, 5-seed table). What these runs measure is how "
-    "often each RL run learns the memorised map, not a resolved cost of training the two domains together.",
-    "* At 5 seeds MOPD-PG and MOPD-Top-k are below Mix-RL on memory (-0.318 ± 0.274 and -0.421 ± 0.204, 5-seed table; "
-    "descriptive, uncorrected): Top-k scores 0.000 on memory on every seed (per-seed table), at the one preset rate.",
-    "* On recall, Mix-RL minus the recall teacher is not resolved: the interval allows differences from -0.015 to "
-    "+0.026 (5-seed table); the merges lose recall (cat -0.305 ± 0.135 against the recall teacher, 5-seed table, "
-    "descriptive).", ""]
+    "**Reading** (hand-written for the runs recorded on 2026-12-02, re-read 2026-12-03, from this arm's tables; "
+    "the registered 3-seed decisions are Holm-corrected over the arm's family of 4):",
+    "",
+    "* With the registered 3 seeds, after Holm's correction: <!-- finding: regimes/1b/H1.1 -->x<!-- /finding --> "
+    "<!-- finding: regimes/1b/cmp/mixrl-teacher_memory/memory -->x<!-- /finding --> <!-- finding: "
+    "regimes/1b/H1.2 -->x<!-- /finding --> <!-- finding: regimes/1b/cmp/mopd_kl-mixrl/recall -->x<!-- /finding "
+    "--> <!-- finding: regimes/1b/H1.3 -->x<!-- /finding --> RFT is above Mix-RL on memory and below it on "
+    "recall: <!-- finding: regimes/1b/cmp/rft-mixrl/recall -->x<!-- /finding --> <!-- finding: "
+    "regimes/1b/cmp/mopd_kl-rft/memory -->x<!-- /finding --> By the amended rule that is not \"the simple method "
+    "did as well\".",
+    "* The 5-seed check does not confirm the interference: <!-- finding: "
+    "regimes/1b/cmp/mixrl-teacher_memory/memory@5 -->x<!-- /finding --> <!-- finding: regimes/1b/H1.1@5 -->x<!-- "
+    "/finding --> So the 3-seed H1.1 and H1.2 decisions above are not findings. The per-seed table shows why: "
+    "the memory teacher's own RL run reached 0.180 on seed 3 (0.372-0.674 on the others) while Mix-RL reached "
+    "0.627 there, and the gate line shows seeds 2 and 3's memory teachers failing gate G1 on val (0.325 and "
+    "0.185 against 0.50; the gate was checked on seed 0 only). MOPD exact KL is within 0.02 of its memory "
+    "teacher on every seed (per-seed table; the interval of the difference allows -0.008 to +0.012, 5-seed "
+    "table). What these runs measure is how often each RL run learns the memorised map, not a resolved cost of "
+    "training the two domains together.",
+    "* At 5 seeds MOPD-PG and MOPD-Top-k are below Mix-RL on memory (descriptive, uncorrected: <!-- finding: "
+    "regimes/1b/cmp/mopd_pg-mixrl/memory@5 -->x<!-- /finding --> <!-- finding: "
+    "regimes/1b/cmp/mopd_topk-mixrl/memory@5 -->x<!-- /finding -->): Top-k scores 0.000 on memory on every seed "
+    "(per-seed table), at the one preset rate.",
+    "* On recall, <!-- finding: regimes/1b/cmp/mixrl-teacher_recall/recall@5 -->x<!-- /finding --> The merges "
+    "lose recall (cat -0.305 ± 0.135 against the recall teacher, 5-seed table, descriptive).",
+    ""]
 
 DEVIATIONS = [
     "**Deviation notes** (where the runs differ from, or had to settle what is not fixed by, the registration above):", "",
@@ -1221,7 +1232,8 @@ def render(out: Path, page_from: Path | None = None) -> Path:
              "that ran them spent the rest of their CPU on the matched-budget study (docs/matched.md) and on arm 1b's "
              "5-seed check. Its registration above stands for a later run.", ""]
     page = out / "regimes.md"
-    page.write_text(head + "\n".join(body).rstrip() + "\n")
+    from .findings import fill     # the Readings' marked findings, rendered from this JSON
+    page.write_text(fill(head + "\n".join(body).rstrip() + "\n", out, strict=False))
     return page
 
 
