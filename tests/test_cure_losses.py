@@ -225,3 +225,104 @@ def test_support_matching_matches_reference_and_ignores_the_mass_off_the_set():
     # the plain top-k loss is not blind to it: it is another objective
     assert topk_reverse_kl(moved, ids, lp, mask)[0].item() != pytest.approx(
         topk_reverse_kl(s.detach(), ids, lp, mask)[0].item(), abs=1e-3)
+
+
+# ---------------------------------------------------------------- the options in the trainer
+
+def test_a_cure_not_chosen_is_not_computed_and_the_exact_kl_is_always_logged(teacher_bank, mixed_examples,
+                                                                             monkeypatch):
+    from mopd_mini import distill, teachers
+    from mopd_mini.distill import FORMS, MOPDConfig, mopd_objective
+    from mopd_mini.rollout import completion_logits, sample
+    from mopd_mini.evaluate import TEACHER_OF
+    bank = teacher_bank
+    with bank.use("teacher_binding") as model:
+        rollout = sample(model, bank.tokenizer, mixed_examples, max_new_tokens=4,
+                         generator=torch.Generator().manual_seed(1))
+        logits = completion_logits(model, rollout)
+    route = {d: TEACHER_OF.format(d) for d in ("binding", "recall")}
+    scores = teachers.score(bank, rollout, route, k=8)
+    exact = reverse_kl(logits, scores.logits, rollout.completion_mask)[1]["kl"]
+    calls = []
+    real = {"soft_label_kl": distill.soft_label_kl, "jsd_loss": distill.jsd_loss}
+    for name, fn in real.items():
+        monkeypatch.setattr(distill, name, lambda *a, _n=name, _f=fn, **k: calls.append(_n) or _f(*a, **k))
+    for loss in FORMS:
+        _, info = mopd_objective(MOPDConfig(loss=loss, topk=8), logits, rollout, scores)
+        torch.testing.assert_close(info["kl"], exact)
+    assert calls == []                                         # neither cure ran for the three forms
+    for loss, name in (("fkl", "soft_label_kl"), ("jsd", "jsd_loss")):
+        calls.clear()
+        value, info = mopd_objective(MOPDConfig(loss=loss, topk=8), logits, rollout, scores)
+        assert calls == [name]                                 # exactly the chosen one, once
+        torch.testing.assert_close(info["kl"], exact)          # the exact reverse KL beside it
+    fkl = soft_label_kl(logits, scores.logits, rollout.completion_mask)[0]
+    assert mopd_objective(MOPDConfig(loss="fkl", topk=8), logits, rollout, scores)[0].item() == pytest.approx(fkl.item())
+
+
+@pytest.mark.parametrize("bad, words", [
+    (dict(beta=1.5), ("beta", "[0, 1]")),
+    (dict(beta=-0.1), ("beta",)),
+    (dict(lmbda=1.2), ("lmbda",)),
+    (dict(lmbda_prefix="student"), ("teacher", "gold")),
+    (dict(top_p=0.0), ("top_p",)),
+    (dict(top_p=1.5), ("top_p",)),
+    (dict(loss="jsd2"), ("fkl", "jsd")),
+])
+def test_check_refuses_bad_cure_settings(bad, words):
+    from mopd_mini.distill import MOPDConfig
+    with pytest.raises(ValueError) as err:
+        MOPDConfig(**bad).check()
+    assert all(w in str(err.value) for w in words)
+
+
+def test_off_policy_steps_cannot_be_combined_with_golden_gain():
+    from mopd_mini.distill import MOPDConfig
+    from mopd_mini.ucmopd import GoldenGain
+    with pytest.raises(ValueError, match="golden_gain"):
+        MOPDConfig(lmbda=0.5, golden_gain=GoldenGain()).check()
+    MOPDConfig(lmbda=1.0, golden_gain=GoldenGain()).check()
+
+
+def test_the_lmbda_draw_is_a_seeded_stream_per_step():
+    """Bernoulli(lmbda) per step from its own (seed, step) stream: the same on every call (so a
+    resumed run draws what the uninterrupted one did), never a draw at lmbda = 1, never on-policy
+    at 0, about lmbda of the steps on-policy otherwise, and another seed draws otherwise."""
+    from mopd_mini.distill import MOPDConfig, on_policy
+    cfg = MOPDConfig(lmbda=0.3, seed=4)
+    draws = [on_policy(cfg, s) for s in range(1, 401)]
+    assert draws == [on_policy(cfg, s) for s in range(1, 401)]
+    assert 0.22 < sum(draws) / len(draws) < 0.38
+    assert draws != [on_policy(MOPDConfig(lmbda=0.3, seed=5), s) for s in range(1, 401)]
+    assert all(on_policy(MOPDConfig(lmbda=1.0), s) for s in range(1, 50))
+    assert not any(on_policy(MOPDConfig(lmbda=0.0), s) for s in range(1, 50))
+
+
+def test_off_policy_prefixes_are_the_teachers_samples_or_the_gold(teacher_bank, monkeypatch):
+    """lmbda = 0: every step's completions come from each domain's own teacher (sampled with that
+    adapter active), or are the gold answers; top_p reaches the student's sampler only."""
+    from mopd_mini import distill
+    from mopd_mini.distill import MOPDConfig, train_student
+    seen, real = [], distill.sample
+    def spy(model, *a, **k):
+        seen.append((model.active_adapter, k.get("top_p", 1.0)))
+        return real(model, *a, **k)
+    monkeypatch.setattr(distill, "sample", spy)
+    common = dict(steps=2, prompts_per_domain=2, topk=4, eval_every=0, track_steps=(), experiment=None,
+                  progress=False)
+    train_student(teacher_bank, MOPDConfig(lmbda=0.0, top_p=0.8, **common))
+    assert seen == [("teacher_binding", 1.0), ("teacher_recall", 1.0)] * 2
+    seen.clear()
+    train_student(teacher_bank, MOPDConfig(top_p=0.8, **common))
+    assert seen == [("student", 0.8)] * 2
+    packed = []
+    real_pack = distill.pack
+    monkeypatch.setattr(distill, "pack", lambda *a, **k: packed.append(a[3]) or real_pack(*a, **k))
+    seen.clear()
+    run = train_student(teacher_bank, MOPDConfig(lmbda=0.0, lmbda_prefix="gold", **common))
+    tok = teacher_bank.tokenizer
+    assert seen == [] and len(packed) == 2 and all(r["on_policy"] == 0.0 for r in run.metrics)
+    from mopd_mini.domains import get_domains
+    gold = [tok(ex.answer, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+            for d in get_domains(("binding", "recall")).values() for ex in d.train_examples(1, 2, 0)]
+    assert packed[0] == gold
