@@ -92,7 +92,7 @@ class MOPDConfig:
     """jsd: the interpolation, TRL's GKD convention: M = beta p_T + (1 - beta) p_S; 0 is the forward KL, 1 the reverse KL"""
     lmbda: float = 1.0
     """GKD's on-policy fraction: with probability 1 - lmbda a step's prefixes come from `lmbda_prefix`
-    instead of the student's samples (1: always on-policy)"""
+    instead of the student's samples (1: always on-policy); < 1 needs a full-distribution loss (not pg)"""
     lmbda_prefix: str = "teacher"
     """where an off-policy step's prefixes come from: "teacher" (each domain's completions sampled by its own
     routed teacher) or "gold" (the gold answer's tokens and the end of turn)"""
@@ -185,6 +185,10 @@ class MOPDConfig:
             raise ValueError(f"unknown lmbda_prefix {self.lmbda_prefix!r}; valid: {PREFIXES}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1] (1: no truncation), got {self.top_p}")
+        if self.lmbda < 1 and self.loss == "pg":
+            raise ValueError("lmbda < 1 needs a loss on the teacher's full distribution (kl, fkl, jsd or topk): "
+                             "MOPD-PG's advantage is a single-sample estimate that holds only for tokens the "
+                             "student sampled, and an off-policy step's tokens are the teacher's (or the gold)")
         if self.lmbda < 1 and self.golden_gain is not None:
             raise ValueError("lmbda < 1 and golden_gain cannot be combined: Golden-Gain compares the student's "
                              "own samples, which an off-policy step does not have; use one of them")

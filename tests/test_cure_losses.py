@@ -276,12 +276,16 @@ def test_check_refuses_bad_cure_settings(bad, words):
     assert all(w in str(err.value) for w in words)
 
 
-def test_off_policy_steps_cannot_be_combined_with_golden_gain():
+def test_off_policy_steps_need_a_full_distribution_loss_and_no_golden_gain():
     from mopd_mini.distill import MOPDConfig
     from mopd_mini.ucmopd import GoldenGain
     with pytest.raises(ValueError, match="golden_gain"):
-        MOPDConfig(lmbda=0.5, golden_gain=GoldenGain()).check()
+        MOPDConfig(loss="kl", lmbda=0.5, golden_gain=GoldenGain()).check()
     MOPDConfig(lmbda=1.0, golden_gain=GoldenGain()).check()
+    with pytest.raises(ValueError, match="full distribution"):
+        MOPDConfig(loss="pg", lmbda=0.5).check()
+    for loss in ("kl", "fkl", "jsd", "topk"):
+        MOPDConfig(loss=loss, lmbda=0.5).check()
 
 
 def test_the_lmbda_draw_is_a_seeded_stream_per_step():
@@ -310,7 +314,7 @@ def test_off_policy_prefixes_are_the_teachers_samples_or_the_gold(teacher_bank, 
     monkeypatch.setattr(distill, "sample", spy)
     common = dict(steps=2, prompts_per_domain=2, topk=4, eval_every=0, track_steps=(), experiment=None,
                   progress=False)
-    train_student(teacher_bank, MOPDConfig(lmbda=0.0, top_p=0.8, **common))
+    train_student(teacher_bank, MOPDConfig(loss="kl", lmbda=0.0, top_p=0.8, **common))
     assert seen == [("teacher_binding", 1.0), ("teacher_recall", 1.0)] * 2
     seen.clear()
     train_student(teacher_bank, MOPDConfig(top_p=0.8, **common))
@@ -319,7 +323,7 @@ def test_off_policy_prefixes_are_the_teachers_samples_or_the_gold(teacher_bank, 
     real_pack = distill.pack
     monkeypatch.setattr(distill, "pack", lambda *a, **k: packed.append(a[3]) or real_pack(*a, **k))
     seen.clear()
-    run = train_student(teacher_bank, MOPDConfig(lmbda=0.0, lmbda_prefix="gold", **common))
+    run = train_student(teacher_bank, MOPDConfig(loss="fkl", lmbda=0.0, lmbda_prefix="gold", **common))
     tok = teacher_bank.tokenizer
     assert seen == [] and len(packed) == 2 and all(r["on_policy"] == 0.0 for r in run.metrics)
     from mopd_mini.domains import get_domains
