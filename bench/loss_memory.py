@@ -24,6 +24,7 @@ through /proc/self/clear_refs before each run), repetitions interleaved.
 from __future__ import annotations
 
 import argparse
+import os
 
 import torch
 
@@ -92,13 +93,17 @@ def main(argv=None, write: bool = True) -> dict:
         args.vocab, args.reps, args.batch, args.tokens = 4096, 1, 4, 16
     set_threads(args.threads)
     info = machine()
+    load = ["{:.1f}".format(os.getloadavg()[0])]
     results = {str(dt).replace("torch.", ""): measure(args.batch, args.tokens, args.vocab, args.k, dt, args.reps)
                for dt in (torch.bfloat16, torch.float32)}
+    load.append("{:.1f}".format(os.getloadavg()[0]))
     N, V = args.batch * args.tokens, args.vocab
     lines = [section_head("Loss memory at Qwen3's vocabulary", "bench.loss_memory", info, argv), "",
              f"Student and teacher logits of {args.batch} x {args.tokens} = {N:,} completion tokens over "
              f"V = {V:,}; one (N, V) tensor is {gb(N * V * 2)} in bf16, {gb(N * V * 4)} in fp32. "
-             f"Forward + backward, medians of {args.reps} interleaved repetitions.", "",
+             f"Forward + backward, medians of {args.reps} interleaved repetitions; load average (1 min) before and after: "
+             f"{' -> '.join(load)} on {os.cpu_count()} cores (the times are wall-clock: a loaded machine slows them "
+             "all; the memory is not affected).", "",
              "| logits | variant | peak extra memory | vs naive | time | vs naive |",
              "| --- | --- | --- | --- | --- | --- |"]
     figures = {}
