@@ -42,6 +42,8 @@ What does not carry over, and is refused rather than exported as another objecti
   * loss="kl": verl's teachers return the sampled token's log-prob or a top-k, never the full
     distribution, so the exact full-vocabulary reverse KL cannot be formed. (verl's loss_mode
     "kl" is the single-sample k1 estimator, the same as "k1": not our "kl".)
+  * loss="fkl" and loss="jsd" (the stuck student's cures): both need the teacher's full
+    distribution, which verl's teachers never return (its forward_kl_topk covers the top-k only).
 """
 
 from __future__ import annotations
