@@ -468,17 +468,23 @@ def soft_label_kl(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
     return _chunked_kl(_ChunkedForwardKL, student_logits, teacher_logits, mask, chunk_size)
 
 
-def _jsd_rows(z_S: Tensor, z_T: Tensor, beta: float) -> tuple[Tensor, Tensor, Tensor]:
-    """For a chunk of logit rows (n, V): p_S, log(p_S / M) (n, V) and JSD_beta (n,), in fp32, with
-    M = beta p_T + (1 - beta) p_S and 0 < beta < 1."""
+def _jsd_rows(z_S: Tensor, z_T: Tensor, beta: float, value: bool = True) -> tuple[Tensor, Tensor, Tensor | None]:
+    """For a chunk of logit rows (n, V), 0 < beta < 1, in fp32: p_S (n, V), the reverse KL's bracket
+    against the mixture, log(p_S / M) - KL(p_S || M) (n, V), and (`value`) JSD_beta (n,), with
+    M = beta p_T + (1 - beta) p_S and JSD = sum_v [beta p_T log p_T + (1 - beta) p_S log p_S - M log M]
+    (the two KLs to M, summed: their log M terms add up to M log M)."""
     log_p_S = torch.log_softmax(_upcast(z_S), dim=-1)                       # (n, V)
-    log_p_T = torch.log_softmax(_upcast(z_T), dim=-1)                       # (n, V)
-    log_M = torch.logaddexp(log_p_S + math.log1p(-beta), log_p_T + math.log(beta))  # (n, V) log M
-    p_S, p_T = log_p_S.exp(), log_p_T.exp()
-    s_ratio = log_p_S - log_M                                               # (n, V) log(p_S / M)
-    kl_T = torch.where(p_T > 0, p_T * (log_p_T - log_M), 0.0).sum(dim=-1)  # KL(p_T || M)
-    kl_S = torch.where(p_S > 0, p_S * s_ratio, 0.0).sum(dim=-1)            # KL(p_S || M)
-    return p_S, s_ratio, beta * kl_T + (1 - beta) * kl_S
+    p_S = log_p_S.exp()
+    p_T = torch.softmax(_upcast(z_T), dim=-1)                               # (n, V)
+    M = p_T.mul(beta).add_(p_S, alpha=1 - beta)                             # (n, V) the mixture
+    s_ratio = torch.where(p_S > 0, log_p_S - M.log(), 0.0)                  # (n, V) log(p_S / M), 0 where p_S = 0
+    kl_S = (p_S * s_ratio).sum(dim=-1, keepdim=True)                        # (n, 1) KL(p_S || M)
+    jsd = None
+    if value:
+        xlogx = torch.special.xlogy                                          # x log x, 0 at x = 0
+        jsd = (beta * xlogx(p_T, p_T).sum(-1) + (1 - beta) * (p_S * torch.where(p_S > 0, log_p_S, 0.0)).sum(-1)
+               - xlogx(M, M).sum(-1))
+    return p_S, s_ratio.sub_(kl_S), jsd
 
 
 class _ChunkedJSD(torch.autograd.Function):
@@ -502,10 +508,8 @@ class _ChunkedJSD(torch.autograd.Function):
         beta = ctx.beta
         grad = torch.zeros_like(z_S)
         for idx in rows.split(ctx.chunk_size):
-            p_S, s_ratio, _ = _jsd_rows(z_S[idx], z_T[idx], beta)         # recompute rather than store
-            kl_S = torch.where(p_S > 0, p_S * s_ratio, 0.0).sum(dim=-1, keepdim=True)  # KL(p_S || M)
-            g = (1 - beta) * torch.where(p_S > 0, p_S * (s_ratio - kl_S), 0.0)
-            grad[idx] = (g * grad_jsd[idx, None]).to(grad.dtype)
+            p_S, bracket, _ = _jsd_rows(z_S[idx], z_T[idx], beta, value=False)   # recompute rather than store
+            grad[idx] = (p_S.mul_(bracket).mul_((1 - beta) * grad_jsd[idx, None])).to(grad.dtype)
         return grad, None, None, None, None          # the teacher's logits are constants
 
 
