@@ -446,7 +446,7 @@ the ratio is within +/- 0.03. How the costs grow with the number of teachers, th
 and the batch is in the three `scale_*` sections (`python -m bench.scaling`).
 """
 
-SECTIONS = ["summary", "step", "peers", "peers_memory", "peers_gpu", "peers_gpu_memory", "levers", "routing", "loss_memory", "speedups", "stages", "real_size", "bf16_floor", "gpu", "scale_teachers", "scale_length", "scale_batch"]
+SECTIONS = ["summary", "step", "peers", "peers_memory", "peers_gpu", "peers_gpu_memory", "levers", "routing", "loss_memory", "loss_step", "stuck_gradient", "speedups", "stages", "real_size", "bf16_floor", "gpu", "scale_teachers", "scale_length", "scale_batch"]
 _FIG = re.compile(r"<!-- figures (\{.*?\}) -->", re.S)
 
 

@@ -18,7 +18,8 @@ import traceback
 
 import torch
 
-from . import bf16_floor, course_stages, gpu_h200, loss_memory, peers, real_size_cpu, routing, scaling, step_vs_sft
+from . import (bf16_floor, course_stages, gpu_h200, loss_memory, loss_step, peers, real_size_cpu, routing, scaling,
+               step_vs_sft, stuck_gradient)
 from . import common
 from .common import command, reset_doc, write_section
 
@@ -26,6 +27,8 @@ BENCHMARKS = {  # section key: (module, arguments of the full run)
     "step": (step_vs_sft, []),
     "routing": (routing, []),
     "loss_memory": (loss_memory, []),
+    "loss_step": (loss_step, []),
+    "stuck_gradient": (stuck_gradient, []),
     "peers": (peers, []),
     "stages": (course_stages, []),
     "gpu": (gpu_h200, [] if torch.cuda.is_available() else ["--dry-run"]),

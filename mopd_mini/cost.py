@@ -8,12 +8,19 @@ counted, although a padded batch computes them):
                                  GRPO's G completions of one prompt share one prefill)
     cost/generated_tokens        tokens sampled one at a time (decode steps over the KV cache),
                                  up to and including EOS, by whoever samples (the student in
-                                 GRPO and MOPD, the teachers in `collect`)
+                                 GRPO and MOPD, the teachers in `collect` and in MOPD's
+                                 off-policy steps, lmbda < 1)
     cost/teacher_prefill_tokens  prompt + completion tokens a TEACHER forward ran over
                                  (MOPD's routed scoring; soft-label distillation's soft labels)
     cost/trained_tokens          prompt + completion tokens of the student's training forward
                                  and backward (the loss itself sits on the completion tokens:
                                  `cost/loss_tokens`)
+
+An off-policy MOPD step (GKD's lmbda < 1, `distill.off_policy_rollout`) counts the routed
+teachers' sampling in the same two sampler keys: each teacher prefills its domain's distinct
+prompts and generates their completions; the student then trains on prompt + completion of every
+row (no sampler prefill of its own to reuse), and the teachers score them as on any step. Gold
+prefixes (lmbda_prefix="gold") sample nothing: both sampler keys are 0 on such a step.
 
 When the trainer trains on the sampler's own prefill (prefill once: `rollout.prefill` is set),
 that prefill IS the training forward over the prompt: it is counted once, as trained tokens

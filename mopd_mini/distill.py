@@ -6,13 +6,19 @@
 
 Each step, for a fresh student adapter (zero-initialised, so it starts AT the base):
   1. sample   prompts from every domain; the student samples ONE completion per prompt
-              (temperature 1, no top-k / top-p truncation)
+              (temperature 1, no top-k / top-p truncation unless `top_p` < 1)
   2. route    each completion goes to its own domain's teacher (never an average of teachers)
   3. score    that teacher prefills prompt + completion: log-probs, top-k, full distribution
   4. loss     per-token reverse KL on the student's own trajectory, in one of three forms:
                 pg    MOPD-PG, advantage A_t = log pi_T(y_t) - log pi_S(y_t), clipped to [-c, c]
-                topk  MOPD-Top-k over the teacher's top-k tokens, bias-corrected
+                topk  MOPD-Top-k over the teacher's top-k tokens, bias-corrected (topk_support:
+                      local support matching, both renormalised over the set)
                 kl    the exact full-vocabulary reverse KL
+              or one of the cures for a student stuck confidently wrong (the reverse KL's
+              gradient vanishes there; losses.py writes each gradient out):
+                fkl   the on-policy FORWARD KL(p_T || p_S) over the full vocabulary (soft_label_kl
+                      on the student's rollout)
+                jsd   the generalised JSD with `beta` (TRL's convention: 0 forward KL, 1 reverse)
   5. update   AdamW on the student adapter only (teachers never enter the optimizer)
   6. log      per domain: exact KL (whatever the loss), advantages before the clip and the
               fraction clipped, top-k masses, tokens, on-policy reward, greedy accuracy; and the
@@ -31,6 +37,11 @@ UCMOPD's two options (arXiv 2608.26735; off by default, `mopd_mini.ucmopd` has t
 `teachers` re-routes domains: {"binding": "teacher_binding_other"} (a foreign teacher registered
 with `bank.add_foreign`), {"recall": "base"} (the stage-1 base as the "general" teacher), or round-2
 teachers by their names.
+
+GKD's on-policy fraction (`lmbda`, Agarwal et al., arXiv 2306.13649): with probability 1 - lmbda a
+step's prefixes are not the student's: each domain's completions are sampled by its own routed
+teacher ("teacher"), or are the gold answers ("gold"); the same loss on them, the same routing.
+The draw is seeded per step (resumable); the row logs `on_policy` (1 or 0).
 
 Departures from the paper: LoRA adapters on one base instead of full models; one optimizer step
 per batch (so no importance weight is needed); the exact KL is computed every step for logging
@@ -52,14 +63,20 @@ from . import teachers as routing
 from .adapters import AdapterBank
 from .domains import get_domains
 from .evaluate import TEACHER_OF, accuracy_by_length
-from .losses import masked_mean, pg_loss, policy_gradient_loss, reverse_kl, topk_reverse_kl
-from .rollout import Rollout, check_budget, completion_logits, concat, prefill_reusable, sample, token_logprobs
+from .losses import (jsd_loss, masked_mean, pg_loss, policy_gradient_loss, reverse_kl, soft_label_kl,
+                     topk_reverse_kl)
+from .rollout import (Rollout, check_budget, completion_logits, concat, pack, prefill_reusable, sample,
+                      token_logprobs)
 from .ucmopd import (Endorsement, GoldenGain, endorsement_mask, entropy, golden_gain_keep,
                      positive_advantage_density)
 from .runs import Run, adamw, check_loop, guarded_step, preset, teacher_manifest, train_mode
 from .validate import validate
 
-LOSSES = ("pg", "topk", "kl")
+FORMS = ("pg", "topk", "kl")
+"""the three forms of the reverse KL, computed every step for logging whatever the loss"""
+LOSSES = FORMS + ("fkl", "jsd")
+"""every loss MOPDConfig.loss can name: the three forms, then the cures (computed only when chosen)"""
+PREFIXES = ("teacher", "gold")
 
 
 @dataclass
@@ -67,13 +84,28 @@ class MOPDConfig:
     """Settings for the MOPD student (defaults: the tiny model's; see `for_model`)."""
 
     loss: str = "pg"
-    """which form of the reverse KL to minimise: pg (the paper's default), topk or kl"""
+    """which loss to minimise: a form of the reverse KL, pg (the paper's default), topk or kl; or fkl
+    (the on-policy forward KL) or jsd (the generalised JSD with `beta`)"""
     clip: float | None = 5.0
     """pg: the advantage is clipped to [-clip, clip] (None: no clip); the paper uses 5"""
     topk: int = 64
     """topk: size of the teacher's top-k set (the paper uses 64); also the logged top-k masses"""
     topk_correction: bool = True
     """topk: add the paper's `- p_S + p_T` bias correction (False: the naive truncated sum)"""
+    topk_support: bool = False
+    """topk: local support matching, the reverse KL between student and teacher both renormalised over the
+    teacher's top-k set (arXiv 2603.25562); topk_correction then has no effect (its terms sum to 0)"""
+    beta: float = 0.5
+    """jsd: the interpolation, TRL's GKD convention: M = beta p_T + (1 - beta) p_S; 0 is the forward KL, 1 the reverse KL"""
+    lmbda: float = 1.0
+    """GKD's on-policy fraction: with probability 1 - lmbda a step's prefixes come from `lmbda_prefix`
+    instead of the student's samples (1: always on-policy); < 1 needs a full-distribution loss (not pg)"""
+    lmbda_prefix: str = "teacher"
+    """where an off-policy step's prefixes come from: "teacher" (each domain's completions sampled by its own
+    routed teacher) or "gold" (the gold answer's tokens and the end of turn)"""
+    top_p: float = 1.0
+    """nucleus truncation of the student's rollouts (1: none; arXiv 2603.25562 samples with top-p); the loss
+    still reads the student's untruncated distribution"""
     steps: int = 300
     """optimizer steps"""
     prompts_per_domain: int = 8
@@ -163,6 +195,21 @@ class MOPDConfig:
             raise ValueError(f"clip must be > 0, or None for no clip; got {self.clip}")
         if self.topk < 1:
             raise ValueError(f"topk must be >= 1, got {self.topk}")
+        if not 0 <= self.beta <= 1:
+            raise ValueError(f"beta must be in [0, 1] (0: forward KL, 1: reverse KL; jsd), got {self.beta}")
+        if not 0 <= self.lmbda <= 1:
+            raise ValueError(f"lmbda (the on-policy fraction) must be in [0, 1], got {self.lmbda}")
+        if self.lmbda_prefix not in PREFIXES:
+            raise ValueError(f"unknown lmbda_prefix {self.lmbda_prefix!r}; valid: {PREFIXES}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1] (1: no truncation), got {self.top_p}")
+        if self.lmbda < 1 and self.loss == "pg":
+            raise ValueError("lmbda < 1 needs a loss on the teacher's full distribution (kl, fkl, jsd or topk): "
+                             "MOPD-PG's advantage is a single-sample estimate that holds only for tokens the "
+                             "student sampled, and an off-policy step's tokens are the teacher's (or the gold)")
+        if self.lmbda < 1 and self.golden_gain is not None:
+            raise ValueError("lmbda < 1 and golden_gain cannot be combined: Golden-Gain compares the student's "
+                             "own samples, which an off-policy step does not have; use one of them")
         if self.prompts_per_domain < 1:
             raise ValueError(f"prompts_per_domain must be >= 1, got {self.prompts_per_domain}")
         get_domains(self.domains)
@@ -198,27 +245,37 @@ def mopd_objective(cfg: MOPDConfig, student_logits, rollout: Rollout, teacher: r
 
     student_logits: (B, C, V) with grad. The exact reverse KL needs `teacher.logits`.
     loss_mask: (B, C), the tokens the loss averages over (UCMOPD's filters; None: every completion
-    token); the logged tensors always cover every completion token. pg_weight: (B, C), a per-token
-    weight on MOPD-PG's clipped advantage (Golden-Gain's optional importance weight)."""
+    token); the logged tensors always cover every completion token (fkl's and jsd's own per-token
+    loss: the tokens it averages over). pg_weight: (B, C), a per-token weight on MOPD-PG's clipped
+    advantage (Golden-Gain's optional importance weight).
+
+    The three forms of the reverse KL are computed every step (the exact KL is always logged);
+    fkl and jsd only when chosen."""
     ids, mask = rollout.completion_ids, rollout.completion_mask              # (B, C)
     student_logprobs = token_logprobs(student_logits, ids)                   # (B, C) log pi_S(y_t)
     losses = {
         "pg": pg_loss(student_logprobs, teacher.logprobs, mask, clip=cfg.clip),
         "topk": topk_reverse_kl(student_logits, teacher.topk_ids, teacher.topk_logprobs, mask,
-                                correction=cfg.topk_correction),
+                                correction=cfg.topk_correction, support=cfg.topk_support),
         "kl": reverse_kl(student_logits, teacher.logits, mask),
     }
+    m = mask if loss_mask is None else loss_mask
+    if cfg.loss == "fkl":    # the on-policy forward KL: soft-label distillation's function on the student's rollout
+        losses["fkl"] = soft_label_kl(student_logits, teacher.logits, m)
+    elif cfg.loss == "jsd":
+        losses["jsd"] = jsd_loss(student_logits, teacher.logits, m, beta=cfg.beta)
     loss = losses[cfg.loss][0]
-    pg, topk, kl = (losses[k][1] for k in LOSSES)
-    if loss_mask is not None or pg_weight is not None:  # UCMOPD: the same loss on the kept tokens
+    pg, topk, kl = (losses[k][1] for k in FORMS)
+    if cfg.loss in FORMS and (loss_mask is not None or pg_weight is not None):  # UCMOPD: the same loss on the kept tokens
         m = mask if loss_mask is None else loss_mask
         loss = {"pg": lambda: policy_gradient_loss(
                     student_logprobs, pg["advantage"] * (1 if pg_weight is None else pg_weight), m)[0],
                 "topk": lambda: topk_reverse_kl(student_logits, teacher.topk_ids, teacher.topk_logprobs, m,
-                                                correction=cfg.topk_correction)[0],
+                                                correction=cfg.topk_correction, support=cfg.topk_support)[0],
                 "kl": lambda: reverse_kl(student_logits, teacher.logits, m)[0]}[cfg.loss]()
-    per_token_loss = {"pg": -pg["advantage"] * student_logprobs.detach(), "topk": topk["per_token"],
-                      "kl": kl["kl"]}[cfg.loss]
+    per_token_loss = {"pg": lambda: -pg["advantage"] * student_logprobs.detach(), "topk": lambda: topk["per_token"],
+                      "kl": lambda: kl["kl"], "fkl": lambda: losses["fkl"][1]["kl"],
+                      "jsd": lambda: losses["jsd"][1]["jsd"]}[cfg.loss]()
     info = {"kl": kl["kl"], "sampled_kl": pg["sampled_kl"], "advantage_raw": pg["advantage_raw"],
             "advantage": pg["advantage"], "clipped": pg["clipped"].float(), "loss": per_token_loss,
             "student_topk_mass": topk["student_topk_mass"], "teacher_topk_mass": topk["teacher_topk_mass"],
@@ -330,6 +387,55 @@ def ucmopd_objective(cfg: MOPDConfig, step: int, student_logits, rollout: Rollou
 
 
 # ---------------------------------------------------------------------------------------------
+# GKD's on-policy fraction: whose prefixes a step trains on
+# ---------------------------------------------------------------------------------------------
+
+
+def on_policy(cfg: MOPDConfig, step: int) -> bool:
+    """Whether this step trains on the student's own samples: always at lmbda = 1 (no draw), else a
+    Bernoulli(lmbda) draw from its own seeded stream, one per step and apart from the sampler's
+    generator, so a resumed run draws exactly what the uninterrupted one did."""
+    if cfg.lmbda >= 1:
+        return True
+    generator = torch.Generator().manual_seed((cfg.seed * 1_000_003 + step) * 1_013 + 1)
+    return torch.rand(1, generator=generator).item() < cfg.lmbda
+
+
+@torch.no_grad()
+def off_policy_rollout(bank: AdapterBank, cfg: MOPDConfig, examples: list,
+                       generator: torch.Generator) -> tuple[Rollout, dict]:
+    """An off-policy step's trajectories and what making them cost.
+
+    "teacher": each domain's prompts are completed by that domain's routed teacher (an adapter of the
+    bank, "base", or a foreign teacher), at the student's temperature and budget, without the
+    student's top_p, drawing from the run's generator (checkpointed: resumable). The cost is the
+    teachers' sampling, in the ledger's sampler keys: their prompt prefill and generated tokens.
+    "gold": the gold answer's tokens and the end of turn (as offline.gold), nothing sampled (cost 0).
+    Either way the rows are laid out as a student rollout (`pack`), in the examples' order, so the
+    routing, the scoring and the loss run on them unchanged."""
+    tokenizer = bank.tokenizer
+    if cfg.lmbda_prefix == "gold":
+        completions = [tokenizer(ex.answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+                       for ex in examples]
+        return pack(bank.model, tokenizer, examples, completions), {
+            "cost/sample_prefill_tokens": 0, "cost/generated_tokens": 0}
+    completions, spent = [None] * len(examples), {}
+    for domain, teacher in cfg.route.items():
+        rows = [i for i, ex in enumerate(examples) if ex.task == domain]
+        if not rows:
+            continue
+        foreign = bank.foreign.get(teacher)
+        owner, name = (foreign.bank, foreign.adapter) if foreign is not None else (bank, teacher)
+        with owner.use(name) as model:
+            r = sample(model, tokenizer, [examples[i] for i in rows], temperature=cfg.temperature,
+                       max_new_tokens=cfg.max_new_tokens, min_new_tokens=cfg.min_new_tokens, generator=generator)
+        for b, i in enumerate(rows):
+            completions[i] = r.completion_ids[b, :int(r.completion_mask[b].sum())].tolist()
+        spent = cost.add(spent, cost.sampled(r))
+    return pack(bank.model, tokenizer, examples, completions), spent
+
+
+# ---------------------------------------------------------------------------------------------
 # per-token records of a few fixed prompts, for the plots
 # ---------------------------------------------------------------------------------------------
 
@@ -346,7 +452,7 @@ def track(bank: AdapterBank, cfg: MOPDConfig, examples: list, step: int) -> list
     reverse-KL gradient norm and stuck flag (diagnostics). Uses its own generator, so tracking never
     changes the training run."""
     generator = torch.Generator().manual_seed(cfg.seed * 100_003 + step)
-    rollout = sample(bank.model, bank.tokenizer, examples, temperature=cfg.temperature,
+    rollout = sample(bank.model, bank.tokenizer, examples, temperature=cfg.temperature, top_p=cfg.top_p,
                      max_new_tokens=cfg.max_new_tokens, generator=generator)
     teacher = routing.score(bank, rollout, cfg.route, mode=cfg.scoring, k=cfg.topk)
     _, info = mopd_objective(cfg, completion_logits(bank.model, rollout), rollout, teacher)
@@ -411,13 +517,19 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
             if step in cfg.track_steps:
                 run.trace += track(bank, cfg, tracked, step)
             # --- 1. sample: one completion per prompt, from the student, every domain --------
+            #        (GKD's lmbda < 1: on an off-policy step, from each domain's teacher, or the gold)
             started = time.perf_counter()
             examples = [ex for d in domains.values()
                         for ex in d.train_examples(step, cfg.prompts_per_domain, cfg.seed)]
-            rollout = sample(model, bank.tokenizer, examples, temperature=cfg.temperature,
-                             max_new_tokens=cfg.max_new_tokens, min_new_tokens=cfg.min_new_tokens,
-                             generator=generator, grad_prefill=reuse)
-            anchors, sampled = len(examples), cost.sampled(rollout)
+            student_prefixes = on_policy(cfg, step)
+            if student_prefixes:
+                rollout = sample(model, bank.tokenizer, examples, temperature=cfg.temperature, top_p=cfg.top_p,
+                                 max_new_tokens=cfg.max_new_tokens, min_new_tokens=cfg.min_new_tokens,
+                                 generator=generator, grad_prefill=reuse)
+                sampled = cost.sampled(rollout)
+            else:                                            # no student prefill to reuse: prefill is None
+                rollout, sampled = off_policy_rollout(bank, cfg, examples, generator)
+            anchors = len(examples)
             if cfg.golden_gain is not None:                  # UCMOPD: m hotter samples per prompt too
                 gg = cfg.golden_gain
                 explore = sample(model, bank.tokenizer, [ex for ex in examples for _ in range(gg.samples)],
@@ -446,6 +558,8 @@ def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
             row.update(domain_metrics(info, rollout, rollout.rewards(bank.tokenizer)))
             row["kl"] = masked_mean(info["kl"], rollout.completion_mask).item()
             row.update(extra)
+            if cfg.lmbda < 1:
+                row["on_policy"] = float(student_prefixes)
             run.seconds += time.perf_counter() - started  # wall time, kept out of the (deterministic) metrics
             if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
                 row.update(accuracy_by_length(model, bank.tokenizer, domains, cfg.eval_n, cfg.eval_split))

@@ -35,7 +35,7 @@ teacher is the one the student was distilled from
 (MOPDConfig.teachers: a round-2 teacher by its folder in the run, or "base", the base itself), and
 every MOPDConfig field is carried into the config (CARRIED), has no effect on what is trained
 (NO_EFFECT), or is refused by name when set (REFUSED: init_from, UCMOPD's golden_gain and
-endorsement), as are a LoRA dropout and the losses below.
+endorsement, GKD's lmbda), as are a LoRA dropout and the losses below.
 
 verl's loader is the judge of the config, not this module: `make check-verl` loads the YAML into
 verl 0.9.1's own Hydra config, `validate_config` and distillation dataclass, in its own venv
@@ -49,6 +49,8 @@ What does not carry over, and is refused rather than exported as another objecti
   * loss="kl": verl's teachers return the sampled token's log-prob or a top-k, never the full
     distribution, so the exact full-vocabulary reverse KL cannot be formed. (verl's loss_mode
     "kl" is the single-sample k1 estimator, the same as "k1": not our "kl".)
+  * loss="fkl" and loss="jsd" (the stuck student's cures): both need the teacher's full
+    distribution, which verl's teachers never return (its forward_kl_topk covers the top-k only).
 """
 
 from __future__ import annotations
@@ -101,6 +103,13 @@ NOT_IN_VERL = {
            "(the same as 'k1'); its nearest modes are k1 with use_policy_gradient=True (MOPD-PG, whose "
            "expected gradient is the reverse KL's) and k3/low_var_kl backpropagated directly. Export with "
            "loss='pg'."),
+    "fkl": ("MOPDConfig.loss='fkl' (the on-policy forward KL over the full vocabulary) has no equivalent in verl "
+            "0.9.1: its teachers return the sampled token's log-prob or a top-k, never the full distribution; "
+            "loss_mode=forward_kl_topk is the forward KL over the teacher's top-k only (another objective). "
+            "Export with loss='pg'."),
+    "jsd": ("MOPDConfig.loss='jsd' (the generalised JSD over the full vocabulary) has no equivalent in verl 0.9.1: "
+            "it needs the teacher's full distribution, which verl's teachers never return. Export with "
+            "loss='pg'."),
 }
 
 
@@ -377,7 +386,7 @@ def verl_overrides(cfg: MOPDConfig, lora: LoraSettings, paths: dict, layout: Lay
         # sampling: one completion per prompt at temperature 1, untruncated; greedy evaluation
         "actor_rollout_ref.rollout.name": "vllm", "actor_rollout_ref.rollout.n": 1,
         "actor_rollout_ref.rollout.temperature": cfg.temperature, "actor_rollout_ref.rollout.top_k": -1,
-        "actor_rollout_ref.rollout.top_p": 1.0,
+        "actor_rollout_ref.rollout.top_p": cfg.top_p,
         "actor_rollout_ref.rollout.tensor_model_parallel_size": layout.rollout_tp,
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": batch // actor,
         "actor_rollout_ref.rollout.val_kwargs.do_sample": False,
@@ -432,7 +441,8 @@ MAPPING = [  # (our field, verl key, note): the table of docs/scale_out.md, writ
     ("(one update per batch)", "actor_rollout_ref.actor.ppo_epochs=1", "on-policy: ratio 1"),
     ("MOPDConfig.lr", "actor_rollout_ref.actor.optim.lr (weight_decay=0)", "AdamW, constant"),
     ("MOPDConfig.grad_clip", "actor_rollout_ref.actor.grad_clip", "global norm"),
-    ("MOPDConfig.temperature", "actor_rollout_ref.rollout.temperature (top_k=-1, top_p=1, n=1)", "exact"),
+    ("MOPDConfig.temperature", "actor_rollout_ref.rollout.temperature (top_k=-1, n=1)", "exact"),
+    ("MOPDConfig.top_p", "actor_rollout_ref.rollout.top_p", "the rollout's nucleus (1: untruncated)"),
     ("MOPDConfig.max_new_tokens", "data.max_response_length", "completion budget"),
     ("masked_mean (token mean, then sequence mean)", "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
      "exact"),
@@ -453,11 +463,14 @@ MAPPING = [  # (our field, verl key, note): the table of docs/scale_out.md, writ
 
 CARRIED = ("loss", "clip", "steps", "prompts_per_domain", "domains", "lr", "temperature", "max_new_tokens",
            "grad_clip", "eval_every", "eval_n", "eval_split", "seed", "experiment", "checkpoint_every",
-           "gradient_checkpointing", "teachers")
+           "gradient_checkpointing", "teachers", "top_p")
 """MOPDConfig fields the export carries into verl's config, data or teachers (MAPPING)"""
 NO_EFFECT = {
     "topk": "the size of the logged top-k masses (MOPD-PG does not use it)",
     "topk_correction": "loss='topk' only, which is refused",
+    "topk_support": "loss='topk' only, which is refused",
+    "beta": "loss='jsd' only, which is refused",
+    "lmbda_prefix": "read only when lmbda < 1, which is refused",
     "scoring": "how the course runs its teachers (one pass or one per teacher): the same scores",
     "track_steps": "what the course records for its plots", "track_prompts": "what the course records for its plots",
     "student": "the adapter's name in the course", "progress": "the progress bar",
@@ -480,6 +493,9 @@ REFUSED = {
     "endorsement": lambda v: ("MOPDConfig.endorsement (UCMOPD's Teacher-Endorsement Filtering: a Bernoulli mask "
                               "on the loss's tokens) has no equivalent in verl 0.9.1's distillation; exporting "
                               "would train plain MOPD-PG. Export a run without it (endorsement=None)"),
+    "lmbda": lambda v: (f"MOPDConfig.lmbda={v}: GKD's on-policy fraction, a share {1 - v:g} of the steps trained on "
+                        "the teachers' (or the gold) prefixes; verl 0.9.1's distillation trains on the student's "
+                        "own rollouts only, so it would train another run. Export a run with lmbda=1"),
     "min_new_tokens": lambda v: (f"MOPDConfig.min_new_tokens={v}: every completion was forced to at least {v} "
                                  "tokens (bench.scaling's length curve); the export's rollout stops at the end of "
                                  "turn, so it would train another run. Export a run without it (min_new_tokens=0)"),

@@ -15,11 +15,24 @@ The three ways to pull the student toward its teacher on the student's own sampl
   reverse_kl       the exact full-vocabulary reverse KL: the quantity the other two estimate.
                    Chunked, so it never holds several (B, T, V) fp32 tensors at once.
 
+and the cures for a student stuck confidently wrong (p_S(y) -> 1 on a token y with p_T(y) -> 0,
+where the reverse KL's gradient vanishes; /work/shared/MOPD_MATH.md, "Where the gradient vanishes"),
+on the same student samples:
+
+  soft_label_kl    the FORWARD KL(p_T || p_S) over the full vocabulary: MOPD's loss "fkl" when
+                   applied to the student's own rollout (one function, two uses: see below).
+  jsd_loss         the generalised Jensen-Shannon divergence of GKD with TRL's `beta` convention
+                   (beta = 0 the forward KL, beta = 1 the reverse KL). Chunked.
+  topk_reverse_kl(support=True)
+                   local support matching: the reverse KL between the student and the teacher
+                   both renormalised over the teacher's top-k set.
+
 and the two OFFLINE losses, on trajectories the teachers sampled (the critique's baselines):
 
   sft_loss         cross-entropy of the given tokens (RFT: SFT on correct teacher samples).
   soft_label_kl    the forward KL(p_T || p_S) over the full vocabulary at every position
-                   (soft-label distillation). Chunked like reverse_kl.
+                   (soft-label distillation). Chunked like reverse_kl. The same function is
+                   MOPD's on-policy "fkl" on the student's rollouts.
 
 plus `policy_gradient_loss` (the REINFORCE surrogate that MOPD-PG and GRPO share),
 `group_advantages` (GRPO's group-normalised reward, used to train the teachers), and
@@ -212,8 +225,9 @@ def log_softmax_at(logits: Tensor, ids: Tensor, chunk_size: int | None = None) -
 
 
 def topk_reverse_kl(student_logits: Tensor, teacher_topk_ids: Tensor, teacher_topk_logprobs: Tensor,
-                    mask: Tensor, correction: bool = True) -> tuple[Tensor, Info]:
-    """MOPD-Top-k: reverse KL over the teacher's top-k tokens, bias-corrected.
+                    mask: Tensor, correction: bool = True, support: bool = False) -> tuple[Tensor, Info]:
+    """MOPD-Top-k: reverse KL over the teacher's top-k tokens, bias-corrected (or, `support=True`,
+    local support matching: both distributions renormalised over the set; see the end).
 
         per_token_t = sum_{v in TopK_T(t)} [ p_S(v) (log p_S(v) - log p_T(v)) - p_S(v) + p_T(v) ]
         L_topk      = masked_mean(per_token)
@@ -231,6 +245,31 @@ def topk_reverse_kl(student_logits: Tensor, teacher_topk_ids: Tensor, teacher_to
 
     Memory: `log_softmax_at`, a chunk of rows at a time: no (B, T, V) fp32 copy or softmax, in
     forward or backward; the one (B, T, V) tensor is the gradient, in the logits' dtype.
+
+    Gradient (correction on), with z the student's logits, m_S = sum_{u in K} p_S(u) and
+    m_T = sum_{u in K} p_T(u):
+
+        dL_t / dz_v = p_S(v) log(p_S(v) / p_T(v)) [v in K]  -  p_S(v) sum_{u in K} p_S(u) log(p_S(u) / p_T(u))
+
+    Every term carries a factor p_S on the set: where the student has moved its mass off the
+    teacher's top-k (m_S -> 0: the student writes a token the teacher does not consider), the
+    gradient goes to 0 with it and nothing pulls the student back.
+
+    support=True, local support matching ("teacher top-K local support matching", arXiv
+    2603.25562: a truncated reverse KL comparing the two distributions over the teacher-supported
+    set): the student and the teacher renormalised over the teacher's top-k set K,
+    q_S(v) = p_S(v) / m_S, q_T(v) = p_T(v) / m_T, and the reverse KL between them:
+
+        per_token_t = sum_{v in K} q_S(v) log(q_S(v) / q_T(v))          (>= 0, 0 iff q_S = q_T)
+        dL_t / dz_v = q_S(v) (log q_S(v) - log q_T(v) - per_token_t)  for v in K,   0 for v not in K
+
+    (the reverse KL's gradient, on the renormalised pair). The direction is reverse, as the
+    paper's. `correction` has no effect here: sum_{v in K} (q_T(v) - q_S(v)) = 1 - 1 = 0.
+    Where the student is stuck OFF the set (m_S -> 0), the in-set gradient does not vanish
+    (q_S is renormalised: the shape on K is still pulled to the teacher's, with an O(1) gradient),
+    but the loss is blind to the mass outside K: it never raises m_S itself (the in-set gradient
+    sums to 0). Where the stuck token y is IN the set (q_S(y) -> 1, q_T(y) -> 0) it vanishes as
+    the reverse KL's does. info as above (the masses from the full-vocabulary p_S, no grad).
     """
     _check_logits(student_logits=student_logits)
     _check_shapes("pass top-k ids, top-k log-probs and mask for the (B, T) positions of the logits",
@@ -241,6 +280,8 @@ def topk_reverse_kl(student_logits: Tensor, teacher_topk_ids: Tensor, teacher_to
     V, k = student_logits.shape[-1], teacher_topk_ids.shape[-1]
     if not 1 <= k <= V:
         raise ValueError(f"k must be between 1 and V = {V}, got k = {k}; take a top-k with k <= V")
+    if support:
+        return _support_kl(student_logits, teacher_topk_ids, teacher_topk_logprobs, mask)
     log_p_S = log_softmax_at(student_logits, teacher_topk_ids)   # (B, T, k) log p_S(v) = z_v - lse
     log_p_T = _upcast(teacher_topk_logprobs.detach())            # (B, T, k) log p_T(v), a constant
     p_S, p_T = log_p_S.exp(), log_p_T.exp()                      # (B, T, k)
@@ -251,6 +292,23 @@ def topk_reverse_kl(student_logits: Tensor, teacher_topk_ids: Tensor, teacher_to
         "per_token": per_token.detach(),
         "student_topk_mass": p_S.sum(dim=-1).detach(),
         "teacher_topk_mass": p_T.sum(dim=-1),
+    }
+
+
+def _support_kl(student_logits: Tensor, ids: Tensor, teacher_topk_logprobs: Tensor,
+                mask: Tensor) -> tuple[Tensor, Info]:
+    """topk_reverse_kl(support=True): the reverse KL of the pair renormalised over the set K."""
+    z_K = _upcast(student_logits.gather(-1, ids))                          # (B, T, k) z_v, v in K
+    log_q_S = z_K.log_softmax(dim=-1)                                      # (B, T, k) log q_S: no (B, T, V) temporary
+    log_p_T = _upcast(teacher_topk_logprobs.detach())                      # (B, T, k)
+    log_q_T = log_p_T.log_softmax(dim=-1)                                  # (B, T, k) log p_T - log m_T
+    per_token = (log_q_S.exp() * (log_q_S - log_q_T)).sum(dim=-1)          # (B, T)
+    with torch.no_grad():
+        student_mass = log_softmax_at(student_logits, ids).exp().sum(dim=-1)  # (B, T) m_S, for logging
+    return masked_mean(per_token, mask), {
+        "per_token": per_token.detach(),
+        "student_topk_mass": student_mass,
+        "teacher_topk_mass": log_p_T.exp().sum(dim=-1),
     }
 
 
@@ -292,9 +350,10 @@ class _ChunkedReverseKL(torch.autograd.Function):
 
 
 def _chunked_kl(kl_fn, student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
-                chunk_size: int | None) -> tuple[Tensor, Info]:
-    """Shared by reverse_kl and soft_label_kl: check the shapes, run the chunked autograd Function
-    `kl_fn` over the masked-in positions only, aggregate with masked_mean."""
+                chunk_size: int | None, *args) -> tuple[Tensor, Info]:
+    """Shared by reverse_kl, soft_label_kl and jsd_loss: check the shapes, run the chunked autograd
+    Function `kl_fn` (with its extra `args`) over the masked-in positions only, aggregate with
+    masked_mean."""
     _check_logits(student_logits=student_logits, teacher_logits=teacher_logits)
     _check_shapes("pass student and teacher logits over the same positions and vocabulary",
                   student_logits=student_logits, teacher_logits=teacher_logits)
@@ -305,7 +364,7 @@ def _chunked_kl(kl_fn, student_logits: Tensor, teacher_logits: Tensor, mask: Ten
         chunk_size = max(1, _CHUNK_ELEMENTS // V)
     rows = mask.reshape(B * T).nonzero().squeeze(1)          # (R,) flat positions of completion tokens
     kl = kl_fn.apply(student_logits.reshape(B * T, V), teacher_logits.reshape(B * T, V).detach(),
-                     rows, chunk_size).view(B, T)              # (B, T) KL_t, 0 outside the mask
+                     rows, chunk_size, *args).view(B, T)       # (B, T) KL_t, 0 outside the mask
     return masked_mean(kl, mask), {"kl": kl.detach()}
 
 
@@ -319,6 +378,15 @@ def reverse_kl(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
     positions are computed, `chunk_size` rows at a time (default: ~4 MB of fp32 per chunk), in
     the forward and again in the backward, so memory stays flat at V = 151,936. Gradient flows
     to student_logits only. info: `kl` (B, T), 0 at positions outside the mask.
+
+    Gradient with respect to the student's logits z (per position, before the mean's weights):
+
+        dKL_t / dz_v = p_S(v) (log p_S(v) - log p_T(v) - KL_t)
+
+    Where the student is confidently wrong, p_S(y) -> 1 on a token y with p_T(y) -> 0: KL_t ~
+    log(1 / p_T(y)) is large, yet every component vanishes (for v = y the bracket -> 0, for v != y
+    the factor p_S(v) -> 0): the position that carries the KL gets almost no gradient (the student
+    is stuck). The forward KL (soft_label_kl, loss "fkl") does not have this property.
     """
     return _chunked_kl(_ChunkedReverseKL, student_logits, teacher_logits, mask, chunk_size)
 
@@ -380,11 +448,114 @@ def soft_label_kl(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
 
     (= the cross-entropy of the student under the teacher's soft labels, minus the teacher's
     entropy, a constant). Unlike reverse_kl this is mass-covering: the student is pulled to put
-    probability wherever the teacher does, and the positions are those of TEACHER samples, not
-    the student's own. student_logits, teacher_logits: (B, T, V); mask: (B, T). Chunked in forward
-    and backward like reverse_kl. Gradient flows to student_logits only. info: `kl` (B, T).
+    probability wherever the teacher does. Two uses of this one function: offline (soft-label
+    distillation, `offline.py`), the positions are those of TEACHER samples; on-policy (MOPD's
+    loss "fkl", `distill.mopd_objective`), the same KL at every position of the STUDENT's own
+    rollout (DAgger-like: the student's prefixes, the teacher's full distribution as the label).
+    student_logits, teacher_logits: (B, T, V); mask: (B, T). Chunked in forward and backward like
+    reverse_kl. Gradient flows to student_logits only. info: `kl` (B, T).
+
+    Gradient with respect to the student's logits z:
+
+        dKL_t / dz_v = p_S(v) - p_T(v)
+
+    Where the student is confidently wrong (p_S(y) -> 1, p_T(y) -> 0) it does not vanish: it is
+    about +1 on y and -p_T(v) on the teacher's tokens, norm -> sqrt(1 + sum_v p_T(v)^2), sqrt(2)
+    for a one-token teacher. It is bounded by sqrt(2) everywhere. The cost: mass-covering, and
+    large where p_S gives the teacher's tokens almost nothing (the loss, not its gradient, grows
+    as log(1 / p_S)).
     """
     return _chunked_kl(_ChunkedForwardKL, student_logits, teacher_logits, mask, chunk_size)
+
+
+def _jsd_rows(z_S: Tensor, z_T: Tensor, beta: float, value: bool = True) -> tuple[Tensor, Tensor, Tensor | None]:
+    """For a chunk of logit rows (n, V), 0 < beta < 1, in fp32: p_S (n, V), the reverse KL's bracket
+    against the mixture, log(p_S / M) - KL(p_S || M) (n, V), and (`value`) JSD_beta (n,), with
+    M = beta p_T + (1 - beta) p_S and JSD = sum_v [beta p_T log p_T + (1 - beta) p_S log p_S - M log M]
+    (the two KLs to M, summed: their log M terms add up to M log M)."""
+    log_p_S = torch.log_softmax(_upcast(z_S), dim=-1)                       # (n, V)
+    p_S = log_p_S.exp()
+    p_T = torch.softmax(_upcast(z_T), dim=-1)                               # (n, V)
+    M = p_T.mul(beta).add_(p_S, alpha=1 - beta)                             # (n, V) the mixture
+    s_ratio = torch.where(p_S > 0, log_p_S - M.log(), 0.0)                  # (n, V) log(p_S / M), 0 where p_S = 0
+    kl_S = (p_S * s_ratio).sum(dim=-1, keepdim=True)                        # (n, 1) KL(p_S || M)
+    jsd = None
+    if value:
+        xlogx = torch.special.xlogy                                          # x log x, 0 at x = 0
+        jsd = (beta * xlogx(p_T, p_T).sum(-1) + (1 - beta) * (p_S * torch.where(p_S > 0, log_p_S, 0.0)).sum(-1)
+               - xlogx(M, M).sum(-1))
+    return p_S, s_ratio.sub_(kl_S), jsd
+
+
+class _ChunkedJSD(torch.autograd.Function):
+    """Per-row generalised JSD over (N, V) logits, a chunk of rows at a time, forward and backward
+    (dJSD_t / dz_S(v) = (1 - beta) p_S(v) (log(p_S(v) / M(v)) - KL(p_S || M))): one chunk of fp32
+    (n, V) temporaries alive at a time."""
+
+    @staticmethod
+    def forward(ctx, z_S: Tensor, z_T: Tensor, rows: Tensor, chunk_size: int, beta: float) -> Tensor:
+        ctx.save_for_backward(z_S, z_T, rows)
+        ctx.chunk_size, ctx.beta = chunk_size, beta
+        jsd = torch.zeros(len(z_S), dtype=_compute_dtype(z_S), device=z_S.device)  # (N,)
+        for idx in rows.split(chunk_size):
+            jsd[idx] = _jsd_rows(z_S[idx], z_T[idx], beta)[-1]
+        return jsd
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_jsd: Tensor) -> tuple[Tensor, None, None, None, None]:
+        z_S, z_T, rows = ctx.saved_tensors
+        beta = ctx.beta
+        grad = torch.zeros_like(z_S)
+        for idx in rows.split(ctx.chunk_size):
+            p_S, bracket, _ = _jsd_rows(z_S[idx], z_T[idx], beta, value=False)   # recompute rather than store
+            grad[idx] = (p_S.mul_(bracket).mul_((1 - beta) * grad_jsd[idx, None])).to(grad.dtype)
+        return grad, None, None, None, None          # the teacher's logits are constants
+
+
+def jsd_loss(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor, beta: float = 0.5,
+             chunk_size: int | None = None) -> tuple[Tensor, Info]:
+    """Generalised Jensen-Shannon divergence (GKD, arXiv 2306.13649), per token, with masked_mean.
+
+    The convention is TRL's GKDTrainer.generalized_jsd_loss (trl/trainer/gkd_trainer.py), checked
+    against its code: the mixture puts beta on the TEACHER,
+
+        M_t      = beta p_T + (1 - beta) p_S
+        JSD_t    = beta KL(p_T || M_t) + (1 - beta) KL(p_S || M_t)          for 0 < beta < 1
+        beta = 0 : KL(p_T || p_S), the forward KL (= soft_label_kl, loss "fkl")
+        beta = 1 : KL(p_S || p_T), the reverse KL (= reverse_kl, loss "kl")
+
+    (in TRL, beta = 0 is `F.kl_div(student_log_probs, teacher_log_probs, log_target=True)`, which is
+    sum p_T (log p_T - log p_S).) The endpoints are special cases, as in TRL: the middle formula
+    itself tends to 0 at both ends (M -> p_S as beta -> 0, M -> p_T as beta -> 1), so JSD_beta is
+    not continuous in beta at 0 and 1; JSD_0.5 is the symmetric JSD, bounded by log 2. Aggregation
+    is the course's masked_mean (TRL's "batchmean" is a plain mean over all tokens).
+
+    Gradient with respect to the student's logits z (0 < beta < 1; the p_T terms' derivatives
+    cancel against part of the p_S ones: dJSD_t / dp_S(v) = (1 - beta) log(p_S(v) / M(v))):
+
+        dJSD_t / dz_v = (1 - beta) p_S(v) (log(p_S(v) / M(v)) - KL(p_S || M_t))
+
+    the reverse KL's gradient, scaled by (1 - beta), against the mixture M instead of p_T. Where the
+    student is confidently wrong (p_S(y) -> 1, p_T(y) -> 0): M(y) -> (1 - beta) stays away from 0, so
+    log(p_S(y) / M(y)) -> -log(1 - beta) = KL(p_S || M) and the bracket on y goes to 0; on the
+    teacher's tokens the factor p_S(v) does. So the gradient vanishes there too, like the reverse
+    KL's (the stuck-gradient table in docs/benchmarks.md measures how fast); what JSD buys is a
+    bounded loss and gradient, not an escape from the stuck case (the forward KL's endpoint is).
+
+    student_logits, teacher_logits: (B, T, V), any float dtype; mask: (B, T); 0 <= beta <= 1.
+    Chunked in forward and backward like reverse_kl (one chunk of fp32 (n, V) temporaries at a
+    time). Gradient flows to student_logits only. info: `jsd` (B, T), 0 outside the mask.
+    """
+    if not 0 <= beta <= 1:
+        raise ValueError(f"beta must be in [0, 1] (0: forward KL, 1: reverse KL), got {beta}")
+    if beta == 0:
+        loss, info = soft_label_kl(student_logits, teacher_logits, mask, chunk_size)
+    elif beta == 1:
+        loss, info = reverse_kl(student_logits, teacher_logits, mask, chunk_size)
+    else:
+        loss, info = _chunked_kl(_ChunkedJSD, student_logits, teacher_logits, mask, chunk_size, float(beta))
+    return loss, {"jsd": info["kl"]}
 
 
 def group_advantages(rewards: Tensor, eps: float = 1e-6) -> tuple[Tensor, Tensor]:

@@ -12,6 +12,8 @@ SCRIPTS = {  # module: arguments of its smallest run
     "step_vs_sft": ["--quick"],
     "routing": ["--quick"],
     "loss_memory": ["--quick"],
+    "loss_step": ["--quick"],
+    "stuck_gradient": ["--quick"],
     "course_stages": ["--quick"],
     "gpu_h200": ["--dry-run", "--no-write"],
     "real_size_cpu": ["--quick"],

@@ -181,6 +181,29 @@ def test_importance_cap_parses():
     assert values["golden_gain"] == GoldenGain(importance_cap=None)
 
 
+def test_the_cures_flags_are_listed_and_parse(capsys):
+    """The stuck-student cures are MOPDConfig fields, so distill gets their flags from the dataclass."""
+    import argparse
+
+    from mopd_mini import MOPDConfig
+
+    with pytest.raises(SystemExit):
+        cli.main(["distill", "--help"])
+    out = capsys.readouterr().out
+    assert all(flag in out for flag in ("--beta", "--lmbda", "--lmbda-prefix", "--top-p", "--topk-support"))
+    parser = argparse.ArgumentParser()
+    cli.add_config_flags(parser, MOPDConfig)
+    values = cli.config_values(MOPDConfig, parser.parse_args(
+        ["--loss", "fkl", "--beta", "0.3", "--lmbda", "0.5", "--top-p", "0.9", "--lmbda-prefix", "gold",
+         "--topk-support"]))
+    assert {k: values[k] for k in ("loss", "beta", "lmbda", "top_p", "lmbda_prefix", "topk_support")} == dict(
+        loss="fkl", beta=0.3, lmbda=0.5, top_p=0.9, lmbda_prefix="gold", topk_support=True)
+    MOPDConfig(**values).check()
+    values = cli.config_values(MOPDConfig, parser.parse_args(["--loss", "jsd", "--beta", "1.5"]))
+    with pytest.raises(ValueError, match="beta"):
+        MOPDConfig(**values).check()
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 def test_a_missing_gpu_is_a_clear_error(tmp_path, capsys, no_compute):
     assert cli.main(["teachers", "--device", "cuda", "--runs-dir", str(tmp_path)]) == 2

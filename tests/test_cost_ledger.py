@@ -332,3 +332,56 @@ def test_totals_and_add():
     t = cost.totals(rows)
     assert t["cost/generated_tokens"] == 7 and t["cost/trained_tokens"] == 9 and t["cost/teacher_prefill_tokens"] == 0
     assert cost.add(t, t)["cost/generated_tokens"] == 14
+
+
+@pytest.mark.parametrize("prefix", ["teacher", "gold"])
+def test_mopd_off_policy_steps_count_the_teachers_generation_by_hand(prefix, teacher_bank, monkeypatch):
+    """GKD's lmbda < 1: on an off-policy step each domain's teacher samples its own prompts (a
+    sampler prefill of its distinct prompts, its generated tokens), the teachers score and the
+    student trains prompt + completion of every row (no prefill once: the student sampled
+    nothing); gold prefixes sample nothing. On-policy steps count as in every MOPD run."""
+    from mopd_mini import distill
+    seen = capture(monkeypatch, distill)
+    cfg = MOPDConfig(loss="kl", lmbda=0.5, lmbda_prefix=prefix, steps=5, prompts_per_domain=2, topk=4,
+                     eval_every=0, track_steps=(), experiment=None, progress=False)
+    draws = [distill.on_policy(cfg, step) for step in range(1, 6)]
+    assert True in draws and False in draws                   # both kinds of step in this run
+    run = train_student(teacher_bank, cfg)
+    tok = teacher_bank.tokenizer
+    stop = set(eos_ids(teacher_bank.model, tok))
+    hand = {"sample_prefill": 0, "generated": 0, "teacher_prefill": 0, "trained": 0}
+    for row, on in zip(run.metrics, draws):
+        assert row["on_policy"] == float(on)
+        if on:
+            rollout = seen.pop(0)
+            assert rollout.prefill is not None
+            prompts, gen, sampler = sum(prompt_tokens(tok, ex) for ex in rollout.examples), sum(generated(rollout, stop)), 0
+            trained = prompts + gen
+        elif prefix == "teacher":
+            parts = [seen.pop(0), seen.pop(0)]                 # one sampling per domain, by its teacher
+            assert [{ex.task for ex in r.examples} for r in parts] == [{"binding"}, {"recall"}]
+            assert all(r.prefill is None for r in parts)
+            prompts = sum(prompt_tokens(tok, ex) for r in parts for ex in r.examples)
+            gen = sum(sum(generated(r, stop)) for r in parts)
+            sampler, trained = prompts, prompts + gen           # each prompt distinct: prefilled once
+        else:
+            examples = run_examples(row["step"])
+            prompts = sum(prompt_tokens(tok, ex) for ex in examples)
+            gen = sum(len(tok(ex.answer, add_special_tokens=False)["input_ids"]) + 1 for ex in examples)
+            sampler, trained = 0, prompts + gen
+        n_gen = gen if (on or prefix == "teacher") else 0
+        assert row["cost/sample_prefill_tokens"] == sampler and row["cost/generated_tokens"] == n_gen
+        assert row["cost/teacher_prefill_tokens"] == prompts + gen
+        assert row["cost/trained_tokens"] == trained and row["cost/loss_tokens"] == gen
+        hand["sample_prefill"] += sampler
+        hand["generated"] += n_gen
+        hand["teacher_prefill"] += prompts + gen
+        hand["trained"] += trained
+    assert not seen
+    check_totals(run, hand)
+
+
+def run_examples(step: int) -> list:
+    """The prompts train_student draws at `step` (seed 0, 2 per domain), domain by domain."""
+    from mopd_mini.domains import get_domains
+    return [ex for d in get_domains(("binding", "recall")).values() for ex in d.train_examples(step, 2, 0)]

@@ -151,7 +151,9 @@ def test_hydra_values():
 
 
 @pytest.mark.parametrize("loss, names", [("topk", ["forward_kl_topk", "FORWARD KL"]),
-                                         ("kl", ["k1", "NOT this loss"])])
+                                         ("kl", ["k1", "NOT this loss"]),
+                                         ("fkl", ["forward KL", "full distribution"]),
+                                         ("jsd", ["generalised JSD", "full distribution"])])
 def test_objectives_verl_lacks_are_refused_before_any_work(exported, tmp_path, loss, names):
     run, _, _ = exported
     cfg, teachers, lora = read_run(run)
@@ -203,3 +205,22 @@ def test_verl_loads_the_export_and_rejects_broken_ones(exported, tmp_path):
     done = subprocess.run(check + [str(broken), "--no-broken"], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Unsupported loss mode: topk" in done.stdout and "verl/trainer/distillation/losses.py" in done.stdout
+
+
+def test_the_cures_settings_are_carried_refused_or_without_effect(exported, tmp_path):
+    """top_p is carried into the rollout's nucleus; lmbda < 1 (teacher or gold prefixes) is refused by
+    name before any work; beta, topk_support and lmbda_prefix only act through what is refused."""
+    from mopd_mini.export import CARRIED, NO_EFFECT, REFUSED, unexportable
+    run, _, _ = exported
+    cfg, teachers, lora = read_run(run)
+    assert "top_p" in CARRIED and "lmbda" in REFUSED
+    assert {"beta", "topk_support", "lmbda_prefix"} <= set(NO_EFFECT)
+    assert unexportable(replace(cfg, beta=0.2, topk_support=True, lmbda_prefix="gold"), lora) == []
+    why = unexportable(replace(cfg, lmbda=0.5), lora)
+    assert len(why) == 1 and "lmbda=0.5" in why[0] and "student's own rollouts" in why[0]
+    with pytest.raises(ValueError, match="lmbda"):
+        export_verl(tmp_path / "out", replace(cfg, lmbda=0.5), teachers, lora)
+    assert not (tmp_path / "out").exists()
+    out = tmp_path / "nucleus"
+    export_verl(out, replace(cfg, top_p=0.9), teachers, lora)
+    assert overrides(out)["actor_rollout_ref.rollout.top_p"] == "0.9"

@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 from mopd_mini import AdapterBank, GRPOConfig, runs, train_teacher
 
 STEPS = 12
-ADAPTER = {"teacher": "teacher_binding", "student": "student"}
+ADAPTER = {"teacher": "teacher_binding", "student": "student", "gkd_student": "student"}
 SCRIPT = r"""
 import os, signal, sys
 from pathlib import Path
@@ -56,8 +56,9 @@ else:  # two fixed, distinct teachers: seeded adapters with seeded noise on lora
             for n, p in bank.parameters(name).items():
                 if "lora_B" in n:
                     p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+    # gkd_student: GKD's lmbda = 0.5, so some steps train on the teachers' own samples (a seeded draw per step)
     train_student(bank, MOPDConfig(prompts_per_domain=2, topk=8, track_steps=(1, 5, steps), track_prompts=1,
-                                   **common))
+                                   **(dict(loss="kl", lmbda=0.5) if kind == "gkd_student" else {}), **common))
 """
 
 
@@ -110,7 +111,7 @@ def uninterrupted(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["teacher", "student"])
+@pytest.mark.parametrize("kind", ["teacher", "student", "gkd_student"])
 def test_kill_at_a_random_step_and_resume_is_exact(kind, tmp_path, uninterrupted):
     """SIGKILL a training process at a random point after a random checkpoint (a seeded choice), then
     re-run it: the final adapter, optimizer state, metrics.jsonl (and trace.json) equal an
