@@ -464,7 +464,8 @@ def config_diff(saved: dict, now: dict) -> str:
 IGNORED_ON_RESUME = ("steps", "progress", "eval_every", "eval_n", "checkpoint_every", "track_steps", "track_prompts",
                      "stuck_p", "stuck_teacher_logp", "stuck_warn_share", "stuck_window")
 ADDED_FIELDS = {"eval_split": "test", "teachers": None,  # fields newer than some saved runs: their value before they existed
-                "stuck_p": 0.9, "stuck_teacher_logp": -5.0, "stuck_warn_share": 0.02, "stuck_window": 50}
+                "stuck_p": 0.9, "stuck_teacher_logp": -5.0, "stuck_warn_share": 0.02, "stuck_window": 50,
+                "topk_support": False, "beta": 0.5, "lmbda": 1.0, "lmbda_prefix": "teacher", "top_p": 1.0}
 
 
 def _comparable(config: dict) -> dict:

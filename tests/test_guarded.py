@@ -416,3 +416,22 @@ def test_a_compacted_teacher_is_the_same_teacher_and_the_record_keeps_the_first(
         run.check_teachers([{**first, "sha256": "c" * 64}])
     with pytest.raises(ValueError, match=r"was trained with another 'teacher_binding'"):
         run.check_teachers([{**first, "sha256": "c" * 64, "sha256_bf16": "d" * 64, "dtype": "bfloat16"}])
+
+
+def test_added_fields_take_the_value_a_run_had_before_they_existed():
+    """A run saved before a field existed trained with that field's default: runs.ADDED_FIELDS must
+    say so, or an old run would resume or export as if it had set something else."""
+    import dataclasses
+
+    from mopd_mini import runs
+    from mopd_mini.distill import MOPDConfig
+    from mopd_mini.grpo import GRPOConfig
+    from mopd_mini.offline import OfflineConfig
+
+    for cls in (MOPDConfig, GRPOConfig, OfflineConfig):
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        for name, before in runs.ADDED_FIELDS.items():
+            if name in defaults:
+                assert defaults[name] == before, f"{cls.__name__}.{name}: default {defaults[name]!r}, ADDED_FIELDS {before!r}"
+    for name in ("stuck_p", "beta", "lmbda", "lmbda_prefix", "top_p", "topk_support"):
+        assert name in runs.ADDED_FIELDS, name
