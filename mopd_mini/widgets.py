@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 
 import matplotlib.pyplot as plt
-from ipywidgets import (HTML, Button, Checkbox, Dropdown, HBox, IntSlider, Output, SelectionSlider, VBox, interact,
+from IPython.display import display
+from ipywidgets import (HTML, Button, Checkbox, Dropdown, HBox, IntSlider, SelectionSlider, VBox, interact,
                         interactive_output)
 
 from . import lab, plots
@@ -108,6 +109,7 @@ def loss_lab(bank, history: dict, steps: int = lab.STEPS, model: str = "tiny", g
     button.on_click(train)
     box = VBox([HBox(list(controls.values())[:2]), HBox(list(controls.values())[2:]), HBox([button, note]), out])
     box.train = train   # the button's action, callable headless
+    display(box)        # as interact does: the lab shows itself
     return box
 
 
@@ -123,3 +125,57 @@ def show_history(history: dict):
     fig.tight_layout()
     plt.show()
     return fig
+
+
+def time_redraws(trace: list[dict] | None = None, repeats: int = 3) -> dict[str, float]:
+    """Median seconds of one knob change, as a user sees it: the callback a change fires (the
+    lookup and the figure) and the figure's PNG, as Jupyter's inline backend makes it. Headless:
+    the loss lab over the committed grid with 04's three runs drawn; the step slider over `trace`."""
+    import io
+    import statistics
+    import time
+
+    from . import AdapterBank, load_base
+
+    def show(*_, **__):
+        for n in plt.get_fignums():
+            plt.figure(n).savefig(io.BytesIO(), format="png", bbox_inches="tight")
+        plt.close("all")
+
+    plt.show, out = show, {}
+    grid = lab.load_grid()
+    bank = AdapterBank(*load_base("tiny"))
+    history = {c["label"]: c["metrics"] for c in grid["cells"] if c["label"] in ("pg c=5", "top-64", "exact kl")}
+    box = loss_lab(bank, history, grid=grid)
+    clip = next(w for row in box.children[:2] for w in row.children if w.description == "clip c")
+    times = []
+    for v in [0.5, 2.0, NO_CLIP, 5.0] * repeats:
+        t = time.perf_counter()
+        clip.value = v
+        times.append(time.perf_counter() - t)
+    out["loss_lab"] = statistics.median(times)
+    t = time.perf_counter()
+    lab.grid_cell(lab.load_grid(), "pg", 0.5)
+    out["grid lookup"] = time.perf_counter() - t
+    if trace:
+        slider = trace_slider(trace)
+        step = next(w for w in slider.widget.children if getattr(w, "description", "") == "step")
+        times = []
+        for s in [*step.options[1:], step.options[0]] * repeats:
+            t = time.perf_counter()
+            step.value = s
+            times.append(time.perf_counter() - t)
+        out["trace_slider"] = statistics.median(times)
+    return out
+
+
+if __name__ == "__main__":   # python -m mopd_mini.widgets [trace.json]: time the widgets' redraws
+    import json
+    import sys
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    trace = json.loads(open(sys.argv[1]).read()) if len(sys.argv) > 1 else None
+    for name, seconds in time_redraws(trace).items():   # the 7-step slider: 21 moves; the lab: 12 changes
+        print(f"{name:14} {seconds:.4f} s (median)")
