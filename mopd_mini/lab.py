@@ -16,7 +16,7 @@ in the full mode, with notebook 02's teachers (reloaded from runs/, trained if m
 run per cell of GRID, the runs shared where a knob has no effect on training (PG ignores k and
 the correction, Top-k ignores the clip, the exact KL all three; k still sets the logged top-k
 masses, logged at the config's k = 64 in a shared run). `grid_config()` is what it was made with;
-tests/test_widgets.py checks the file against it.
+tests/test_widgets.py checks the file against it (`grid_staleness`).
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ the student far enough to tell the forms apart; lab runs compare with each other
 STEPS = 60
 """steps of one short run in the grid (and of the live run in the full mode)"""
 GRID = {"clips": [0.5, 2.0, 5.0, None], "ks": [1, 4, 64], "corrections": [True, False]}
+FORMS = ("pg", "topk", "kl")
+"""the loss forms the lab offers: the three forms of the reverse KL, all on the grid"""
 """the grid's axes: PG at each clip (None: no clip), Top-k at each k with and without the
 correction, the exact KL once"""
 GRID_PATH = Path(__file__).parent / "data" / "loss_lab_grid.json"
@@ -104,7 +106,7 @@ def cell_label(loss: str, clip: float | None = 5.0, k: int = 64, correction: boo
         return "pg no clip" if clip is None else f"pg c={clip:g}"
     if loss == "topk":
         return f"top-{k}" + ("" if correction else " naive")
-    return "exact kl"
+    return "exact kl" if loss == "kl" else loss
 
 
 def grid_settings(grid: dict = GRID) -> list[dict]:
@@ -125,6 +127,25 @@ def grid_config() -> dict:
 
     return _jsonable({"grid": GRID, "steps": STEPS, "lr": LR, "student": asdict(lab_config(STEPS, "tiny", LR)),
                       "teachers": {d: asdict(GRPOConfig(domain=d)) for d in MOPDConfig().domains}})
+
+
+def grid_staleness(grid: dict) -> list[str]:
+    """How the grid's config differs from the code's (`grid_config()`), one line per field; empty
+    when the grid is current. A trainer field newer than the grid counts at the value it had
+    before it existed (`runs.ADDED_FIELDS`, as a resumed run does), so adding a field that keeps
+    the old behaviour does not stale the grid."""
+    from . import runs
+
+    added = getattr(runs, "ADDED_FIELDS", {})
+    made, now = grid["config"], grid_config()
+    diffs = [f"{k}: grid {made.get(k)!r}, code {now[k]!r}" for k in ("grid", "steps", "lr") if made.get(k) != now[k]]
+    pairs = [("student", made.get("student", {}), now["student"])]
+    pairs += [(f"teachers.{d}", made.get("teachers", {}).get(d, {}), now["teachers"][d]) for d in now["teachers"]]
+    for name, old, new in pairs:
+        old = {**{k: v for k, v in _jsonable(added).items() if k in new}, **old}
+        diffs += [f"{name}.{k}: grid {old.get(k, '<absent>')!r}, code {new.get(k, '<absent>')!r}"
+                  for k in sorted(set(old) | set(new)) if old.get(k, "<absent>") != new.get(k, "<absent>")]
+    return diffs
 
 
 def _kept(rows: list[dict]) -> list[dict]:

@@ -20,7 +20,7 @@ from ipywidgets import (HTML, Button, Checkbox, Dropdown, HBox, IntSlider, Selec
                         interactive_output)
 
 from . import lab, plots
-from .distill import LOSSES, MOPDConfig
+from .distill import MOPDConfig
 
 CLIP = MOPDConfig().clip
 """the clip the sliders start at: the trainer's default (the paper's 5)"""
@@ -81,7 +81,7 @@ def loss_lab(bank, history: dict, steps: int = lab.STEPS, model: str = "tiny", g
     setting, on or off the grid, and adds it to `history`."""
     grid = lab.load_grid() if grid is None else grid
     V = len(bank.tokenizer)
-    controls = {"loss": Dropdown(options=LOSSES, value="pg", description="loss"),
+    controls = {"loss": Dropdown(options=lab.FORMS, value="pg", description="loss"),
                 "clip": clip_slider(no_clip=True),
                 "k": IntSlider(value=64, min=1, max=min(V, 256), description="top-k k"),
                 "correction": Checkbox(value=True, description="top-k correction")}

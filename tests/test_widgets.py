@@ -71,7 +71,7 @@ def test_the_committed_grid_is_made_with_the_codes_current_config():
     """Stale if the lab's defaults, its grid's axes, the trainer's or the teachers' configs changed
     since `python -m mopd_mini.lab --make-grid` wrote it: remake it then."""
     grid = lab.load_grid()
-    assert grid["config"] == lab.grid_config(), "the loss lab's grid is stale: cd notebooks && python -m mopd_mini.lab --make-grid"
+    assert lab.grid_staleness(grid) == [], "the loss lab's grid is stale: cd notebooks && python -m mopd_mini.lab --make-grid"
     settings = [{k: c[k] for k in c if k not in ("label", "metrics")} for c in grid["cells"]]
     assert settings == lab.grid_settings()
     assert [c["label"] for c in grid["cells"]] == [lab.cell_label(s["loss"], s.get("clip"), s.get("topk", 64),
@@ -79,6 +79,28 @@ def test_the_committed_grid_is_made_with_the_codes_current_config():
     for c in grid["cells"]:
         assert [r["step"] for r in c["metrics"]] == list(range(1, lab.STEPS + 1)), c["label"]
         assert {"kl", "kl/binding", "kl/recall", "clipped/binding", "student_topk_mass/binding"} <= set(c["metrics"][0])
+
+
+def test_the_staleness_check_names_what_changed(monkeypatch):
+    """A changed default, a changed axis or a new field that changes training stales the grid; a new
+    field at the value it had before it existed (runs.ADDED_FIELDS) does not."""
+    import copy
+
+    from mopd_mini import runs
+
+    grid = lab.load_grid()
+    doctored = copy.deepcopy(grid)
+    doctored["config"]["student"]["lr"] = 1e-3
+    doctored["config"]["grid"]["ks"] = [1, 64]
+    assert lab.grid_staleness(doctored) == ["grid: grid {'clips': [0.5, 2.0, 5.0, None], 'ks': [1, 64], "
+                                            "'corrections': [True, False]}, code " + repr(lab.GRID),
+                                            "student.lr: grid 0.001, code 0.003"]
+    older = copy.deepcopy(grid)
+    del older["config"]["student"]["clip"]                     # as if `clip` were newer than the grid
+    monkeypatch.setattr(runs, "ADDED_FIELDS", {**getattr(runs, "ADDED_FIELDS", {}), "clip": 5.0})
+    assert lab.grid_staleness(older) == []
+    monkeypatch.setattr(runs, "ADDED_FIELDS", {**runs.ADDED_FIELDS, "clip": 2.0})   # it changed training
+    assert lab.grid_staleness(older) == ["student.clip: grid 2.0, code 5.0"]
 
 
 def test_the_grid_ships_as_package_data():
