@@ -176,3 +176,27 @@ def test_the_grid_shares_runs_where_a_knob_does_not_change_training(teacher_bank
         return [r["kl"] for r in lab.short_run(teacher_bank, steps=2, eval_every=0, **setting).metrics]
     assert kls(loss="pg", clip=0.5, topk=1) == kls(loss="pg", clip=0.5, topk=64)
     assert kls(loss="topk", topk=4, clip=0.5) == kls(loss="topk", topk=4, clip=5.0)
+
+
+@pytest.mark.slow
+def test_one_grid_cell_recomputes_from_the_full_mode_teachers(monkeypatch, base_copy, tok):
+    """Where notebook 02's full-mode teachers exist (notebooks/runs/course/, after a full course
+    run; or MOPD_GRID_RUNS, a folder holding runs/), the grid's exact-KL cell is recomputed (one
+    60-step run, 15-50 s on 2 cores) and must match the committed one; skipped otherwise (CI)."""
+    import os
+    from pathlib import Path
+
+    from mopd_mini import AdapterBank, GRPOConfig, train_teacher
+
+    folder = Path(os.environ.get("MOPD_GRID_RUNS", Path(lab.__file__).parents[1] / "notebooks")).resolve()
+    if not all((folder / "runs" / "course" / f"teacher_{d}" / "adapter_model.safetensors").exists()
+               for d in MOPDConfig().domains):
+        pytest.skip(f"no full-mode teachers under {folder}/runs/course/ (run notebook 02 in the full mode)")
+    monkeypatch.chdir(folder)
+    bank = AdapterBank(base_copy, tok)
+    for d in MOPDConfig().domains:
+        train_teacher(bank, GRPOConfig(domain=d, progress=False))      # reloads the finished teacher
+    committed = lab.grid_cell(lab.load_grid(), "kl")["metrics"]
+    again = lab.run_cell(bank, {"loss": "kl"})
+    assert [r["step"] for r in again] == [r["step"] for r in committed]
+    assert max(abs(a["kl"] - b["kl"]) for a, b in zip(again, committed)) < 1e-3
