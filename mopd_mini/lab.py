@@ -277,6 +277,10 @@ def main(argv=None) -> None:
     if not args.make_grid:
         parser.print_help()
         return
+    from . import runs
+
+    if runs.FAST:  # before the teachers load: the CI mode's would be the wrong ones
+        raise SystemExit("the grid is made in the full mode: unset MOPD_FAST (its teachers are the full ones)")
     torch.set_num_threads(1)
     from . import AdapterBank, load_base
     from .grpo import GRPOConfig, train_teacher
