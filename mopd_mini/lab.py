@@ -1,20 +1,50 @@
-"""The loss lab's plain functions: what the widgets in notebook 04 call.
+"""The plain functions behind the course's widgets (notebooks 03 and 04).
 
     categorical_gradients(z_S, z_T, clip=5.0, k=3)   per-logit gradient of every loss form, exactly
     short_run(bank, loss="topk", k=8, steps=40)      a short MOPD run, in memory, for overlays
+    load_grid() / grid_cell(grid, "pg", clip=0.5)    the precomputed grid of short runs, one cell
+    lab_curves(grid, history, "pg", 0.5, 64, True)   what the loss lab draws for a setting
+    trace_view(trace, step) / answer_kl(trace)       the step slider's rows and fixed colour scales
 
-Both run headless with their defaults (so a test or a CI notebook run asserts on them); the
-widgets only wrap them.
+All run headless (so a test or a CI notebook run asserts on them); the widgets only wrap them.
+
+The grid (mopd_mini/data/loss_lab_grid.json) is made by
+
+    cd notebooks && python -m mopd_mini.lab --make-grid
+
+in the full mode, with notebook 02's teachers (reloaded from runs/, trained if missing): one short
+run per cell of GRID, the runs shared where a knob has no effect on training (PG ignores k and
+the correction, Top-k ignores the clip, the exact KL all three; k still sets the logged top-k
+masses, logged at the config's k = 64 in a shared run). `grid_config()` is what it was made with;
+tests/test_widgets.py checks the file against it (`grid_staleness`).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+import math
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
 
 import torch
 
 from .distill import MOPDConfig, train_student
 from .losses import pg_loss, reverse_kl, topk_reverse_kl
+
+LR = 3e-3
+"""the lab's learning rate: 3x notebook 03's 1e-3 (MOPDConfig().lr), so that a 60-step run moves
+the student far enough to tell the forms apart; lab runs compare with each other, not with 03's"""
+STEPS = 60
+"""steps of one short run in the grid (and of the live run in the full mode)"""
+GRID = {"clips": [0.5, 2.0, 5.0, None], "ks": [1, 4, 64], "corrections": [True, False]}
+FORMS = ("pg", "topk", "kl")
+"""the loss forms the lab offers: the three forms of the reverse KL, all on the grid"""
+"""the grid's axes: PG at each clip (None: no clip), Top-k at each k with and without the
+correction, the exact KL once"""
+GRID_PATH = Path(__file__).parent / "data" / "loss_lab_grid.json"
+KEPT = ("step", "kl", "kl/", "clipped/", "student_topk_mass/", "teacher_topk_mass/", "acc/")
+"""the metrics a grid cell keeps (what the lab's figures and tables read)"""
 
 
 def categorical_gradients(student_logits, teacher_logits, clip: float | None = 5.0, k: int = 3,
@@ -50,11 +80,218 @@ def categorical_gradients(student_logits, teacher_logits, clip: float | None = 5
     return out
 
 
-def short_run(bank, steps: int = 60, model: str = "tiny", lr: float = 3e-3, **overrides):
+def short_run(bank, steps: int = STEPS, model: str = "tiny", lr: float = LR, **overrides):
     """A short MOPD run kept in memory (no checkpoints), for comparing loss settings side by side.
     The student adapter is re-created fresh every time; returns the Run (metrics, trace).
     The lab trains at 3x the course's learning rate so that a run is done in seconds on a CPU
     (60 steps: about 10 s on the tiny model); compare lab runs with each other, not with 03's."""
-    cfg = replace(MOPDConfig.for_model(model), steps=steps, lr=lr, eval_every=max(1, steps // 4), eval_n=32, track_steps=(),
-                  experiment=None, progress=False, student="lab_student")
-    return train_student(bank, replace(cfg, **overrides))
+    return train_student(bank, replace(lab_config(steps, model, lr), **overrides))
+
+
+def lab_config(steps: int = STEPS, model: str = "tiny", lr: float = LR) -> MOPDConfig:
+    """The config of a short run before its loss settings: the model's defaults, `steps` steps at
+    `lr`, four evaluations of 32 prompts per length, nothing tracked or saved."""
+    return replace(MOPDConfig.for_model(model), steps=steps, lr=lr, eval_every=max(1, steps // 4), eval_n=32,
+                   track_steps=(), experiment=None, progress=False, student="lab_student")
+
+
+# ---------------------------------------------------------------------------------------------
+# the precomputed grid of short runs (notebook 04's loss lab)
+# ---------------------------------------------------------------------------------------------
+
+
+def cell_label(loss: str, clip: float | None = 5.0, k: int = 64, correction: bool = True) -> str:
+    """A run's name in the lab's legends: "pg c=0.5", "pg no clip", "top-4", "top-4 naive", "exact kl"."""
+    if loss == "pg":
+        return "pg no clip" if clip is None else f"pg c={clip:g}"
+    if loss == "topk":
+        return f"top-{k}" + ("" if correction else " naive")
+    return "exact kl" if loss == "kl" else loss
+
+
+def grid_settings(grid: dict = GRID) -> list[dict]:
+    """One entry per distinct run of the grid: the knobs that change training, the rest shared."""
+    cells = [{"loss": "pg", "clip": c} for c in grid["clips"]]
+    cells += [{"loss": "topk", "topk": k, "topk_correction": corr} for k in grid["ks"] for corr in grid["corrections"]]
+    return cells + [{"loss": "kl"}]
+
+
+def _jsonable(x):
+    return json.loads(json.dumps(x, default=str))
+
+
+def grid_config() -> dict:
+    """What the grid is made with, as JSON holds it: the axes, the student's short-run config (tiny
+    model, full mode) and the teachers' configs. The committed file must carry exactly this."""
+    from .grpo import GRPOConfig
+
+    return _jsonable({"grid": GRID, "steps": STEPS, "lr": LR, "student": asdict(lab_config(STEPS, "tiny", LR)),
+                      "teachers": {d: asdict(GRPOConfig(domain=d)) for d in MOPDConfig().domains}})
+
+
+def grid_staleness(grid: dict) -> list[str]:
+    """How the grid's config differs from the code's (`grid_config()`), one line per field; empty
+    when the grid is current. A trainer field newer than the grid counts at the value it had
+    before it existed (`runs.ADDED_FIELDS`, as a resumed run does), so adding a field that keeps
+    the old behaviour does not stale the grid."""
+    from . import runs
+
+    added = getattr(runs, "ADDED_FIELDS", {})
+    made, now = grid["config"], grid_config()
+    diffs = [f"{k}: grid {made.get(k)!r}, code {now[k]!r}" for k in ("grid", "steps", "lr") if made.get(k) != now[k]]
+    pairs = [("student", made.get("student", {}), now["student"])]
+    pairs += [(f"teachers.{d}", made.get("teachers", {}).get(d, {}), now["teachers"][d]) for d in now["teachers"]]
+    for name, old, new in pairs:
+        old = {**{k: v for k, v in _jsonable(added).items() if k in new}, **old}
+        diffs += [f"{name}.{k}: grid {old.get(k, '<absent>')!r}, code {new.get(k, '<absent>')!r}"
+                  for k in sorted(set(old) | set(new)) if old.get(k, "<absent>") != new.get(k, "<absent>")]
+    return diffs
+
+
+def _kept(rows: list[dict]) -> list[dict]:
+    return [{k: round(v, 5) if isinstance(v, float) else v for k, v in r.items()
+             if k == "step" or k == "kl" or k.startswith(KEPT[2:])} for r in rows]
+
+
+def run_cell(bank, setting: dict, steps: int = STEPS, lr: float = LR) -> list[dict]:
+    """One grid cell's metrics: a short run of the tiny model with `setting`, trimmed to KEPT."""
+    return _kept(short_run(bank, steps=steps, model="tiny", lr=lr, **setting).metrics)
+
+
+def make_grid(bank, path: Path | None = GRID_PATH) -> dict:
+    """Run every cell of GRID on the teachers in `bank` and write the grid (JSON) to `path`."""
+    from . import runs
+
+    if runs.FAST:
+        raise SystemExit("the grid is made in the full mode: unset MOPD_FAST (its teachers are the full ones)")
+    started, cells = time.perf_counter(), []
+    for setting in grid_settings():
+        t = time.perf_counter()
+        label = cell_label(setting["loss"], setting.get("clip"), setting.get("topk", 64), setting.get("topk_correction", True))
+        cells.append({"label": label, **setting, "metrics": run_cell(bank, setting)})
+        print(f"{label:14} {time.perf_counter() - t:5.1f} s", flush=True)
+    grid = {"config": grid_config(), "seconds": round(time.perf_counter() - started, 1), "cells": cells,
+            "made_by": "cd notebooks && python -m mopd_mini.lab --make-grid"}
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(grid, indent=0) + "\n")
+    return grid
+
+
+def load_grid(path: Path = GRID_PATH) -> dict:
+    """The committed grid (package data: an installed package has it too)."""
+    return json.loads(Path(path).read_text())
+
+
+def _same(a, b) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and math.isclose(a, b))
+
+
+def grid_cell(grid: dict, loss: str, clip: float | None = 5.0, k: int = 64, correction: bool = True) -> dict | None:
+    """The grid's run for a setting, or None when the grid lacks it. Knobs without effect on the
+    loss form are ignored (PG: k and the correction; Top-k: the clip; the exact KL: all)."""
+    for cell in grid["cells"]:
+        if cell["loss"] != loss:
+            continue
+        if (loss == "kl" or (loss == "pg" and _same(cell["clip"], clip))
+                or (loss == "topk" and cell["topk"] == k and cell["topk_correction"] == bool(correction))):
+            return cell
+    return None
+
+
+REFERENCE = ("pg", 5.0, 64, True)
+"""the setting every grid view is drawn against: the trainer's defaults"""
+
+
+def lab_curves(grid: dict, history: dict, loss: str, clip: float | None, k: int, correction: bool) -> tuple[dict, str]:
+    """What the loss lab draws for a setting, and a one-line note: the runs in `history` (the
+    notebook's and the live ones), the grid's run at the trainer's defaults and the grid's run of
+    the setting, if it has one (else the note says to train it live)."""
+    curves = dict(history)
+    ref = grid_cell(grid, *REFERENCE)
+    curves[f"grid · {ref['label']}"] = ref["metrics"]
+    cell = grid_cell(grid, loss, clip, k, correction)
+    if cell is None:
+        note = (f"{cell_label(loss, clip, k, correction)} is not on the grid (clips {GRID['clips']}, k {GRID['ks']}): "
+                "train it fresh with the button")
+    else:
+        curves[f"grid · {cell['label']}"] = cell["metrics"]
+        note = f"grid · {cell['label']}: precomputed, {grid['config']['steps']} steps at lr {grid['config']['lr']:g}"
+    return curves, note
+
+
+def window_means(rows: list[dict], key: str = "kl", frac: float = 0.2) -> tuple[float, float]:
+    """The mean of `key` over the first and over the last `frac` of a run's steps."""
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    n = max(1, int(len(vals) * frac))
+    return sum(vals[:n]) / n, sum(vals[-n:]) / n
+
+
+def grid_table(grid: dict, key: str = "kl") -> list[tuple[str, float, float]]:
+    """(label, first fifth's mean, last fifth's mean) of `key` for every grid cell."""
+    return [(c["label"], *window_means(c["metrics"], key)) for c in grid["cells"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# the step slider over a student's tracked samples (notebook 03)
+# ---------------------------------------------------------------------------------------------
+
+
+def trace_scale(trace: list[dict], values, steps=None) -> float:
+    """The largest |value| over the trace's records (of `steps`, default all) for every name in
+    `values`: ONE colour scale for maps that are compared (raw vs clipped advantage, step vs step)."""
+    values = [values] if isinstance(values, str) else list(values)
+    return max([abs(x) for r in trace if steps is None or r["step"] in steps for v in values for x in r[v]] + [1e-3])
+
+
+def trace_view(trace: list[dict], step: int) -> dict:
+    """The step slider's data: the records of one tracked step, and the KL's and the advantage's
+    colour scales fixed over ALL steps (so a colour means one value wherever the slider is)."""
+    rows = [r for r in trace if r["step"] == step]
+    if not rows:
+        raise KeyError(f"step {step} is not tracked; tracked steps: {sorted({r['step'] for r in trace})}")
+    return {"step": step, "rows": rows, "kl_max": trace_scale(trace, "kl"),
+            "advantage_max": trace_scale(trace, ("advantage_raw", "advantage"))}
+
+
+def answer_kl(trace: list[dict]) -> dict[int, dict[str, tuple[float, float]]]:
+    """{step: {domain: (mean KL on the first sampled token, on the answer, mean KL on the tokens
+    after it)}} over the tracked samples: where the disagreement sits, step by step."""
+    out: dict = {}
+    for step in sorted({r["step"] for r in trace}):
+        for d in sorted({r["domain"] for r in trace}):
+            rows = [r for r in trace if r["step"] == step and r["domain"] == d]
+            rest = [x for r in rows for x in r["kl"][1:]]
+            out.setdefault(step, {})[d] = (sum(r["kl"][0] for r in rows) / len(rows),
+                                           sum(rest) / len(rest) if rest else 0.0)
+    return out
+
+
+def main(argv=None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m mopd_mini.lab", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--make-grid", action="store_true", help="run the loss lab's grid and write it (full mode)")
+    parser.add_argument("--out", type=Path, default=GRID_PATH, help=f"where the grid goes (default {GRID_PATH})")
+    args = parser.parse_args(argv)
+    if not args.make_grid:
+        parser.print_help()
+        return
+    from . import runs
+
+    if runs.FAST:  # before the teachers load: the CI mode's would be the wrong ones
+        raise SystemExit("the grid is made in the full mode: unset MOPD_FAST (its teachers are the full ones)")
+    torch.set_num_threads(1)
+    from . import AdapterBank, load_base
+    from .grpo import GRPOConfig, train_teacher
+
+    base, tokenizer = load_base("tiny")
+    bank = AdapterBank(base, tokenizer)
+    for d in MOPDConfig().domains:
+        train_teacher(bank, GRPOConfig.for_model("tiny", domain=d, progress=False))
+    grid = make_grid(bank, args.out)
+    print(f"{len(grid['cells'])} runs in {grid['seconds']} s -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -4,6 +4,7 @@
     cross_table(table)               each model (row) on each domain (column): who is good at what
     curves(runs, ["kl/binding"])     training curves, several runs and metrics overlaid
     token_heatmap(trace, "kl")       a completion's sampled tokens coloured by a per-token value
+    step_maps(lab.trace_view(...))   notebook 03's step slider: one step's KL and advantage maps
     method_bars, score_vs_cost       notebook 05: normalised score by method; score against cost (log x)
     forgetting, sample_efficiency    Cascade RL forgetting curve; MOPD vs Mix-RL by prompts seen
     merge_sweep                      Param-Merge: normalised score against the merge weights
@@ -80,7 +81,7 @@ def cross_table(table: dict, title: str = "Each model on each domain (mean accur
     for (i, j), v in np.ndenumerate(grid):
         ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="white" if v > 0.6 else "black")
     ax.set(xticks=range(len(domains)), xticklabels=domains, yticks=range(len(models)), yticklabels=models,
-           title=title)
+           title=title, xlabel="domain", ylabel="model (adapter)")
     fig.colorbar(im, ax=ax, fraction=0.046, label="accuracy")
     fig.tight_layout()
     return fig
@@ -112,15 +113,28 @@ def curves(runs: dict[str, list[dict]], keys: str | list[str], ylabel: str = "",
     return ax.figure
 
 
+VALUE_LABELS = {
+    "kl": "exact reverse KL(p_S || p_T) at the position, nats",
+    "advantage_raw": "advantage log pi_T(y) - log pi_S(y) before the clip, nats",
+    "advantage": "advantage after the clip to [-c, c], nats",
+    "kl_grad_norm": "norm of the reverse KL's gradient w.r.t. the logits",
+    "student_logprob": "log pi_S(y) of the sampled token",
+    "teacher_logprob": "log pi_T(y) of the sampled token",
+}
+"""what each per-token value of a trace is, for the heat maps' colour bars"""
+
+
 def token_heatmap(trace: list[dict], value: str = "kl", steps: tuple[int, ...] | None = None,
                   domains=("binding", "recall"), cmap: str | None = None, vmax: float | None = None,
-                  title: str | None = None, mark_stuck: bool = True):
+                  title: str | None = None, mark_stuck: bool = True, ax=None, label: str | None = None):
     """Rows: tracked completions (per domain, per recorded step); columns: their sampled tokens,
     each cell coloured by `value` ("kl", "advantage_raw", "advantage", "kl_grad_norm", ...) and
     labelled with the token and the number. KL uses a sequential map; advantages a diverging one
-    centred at 0. `mark_stuck`: the tokens the trace flags as stuck (the student confident, the
+    centred at 0. `vmax` fixes the colour scale (pass the same one to maps that are compared:
+    `lab.trace_scale`); by default each map scales to its own largest |value|, and the colour bar
+    says which. `mark_stuck`: the tokens the trace flags as stuck (the student confident, the
     teacher rejecting it: `diagnostics.stuck_mask`) get a hatched cyan outline; a trace recorded
-    before the flags existed draws without marks."""
+    before the flags existed draws without marks. `ax`: draw into it (else a new figure)."""
     steps = steps or sorted({r["step"] for r in trace})
     rows = [r for s in steps for d in domains for r in trace if r["step"] == s and r["domain"] == d]
     width = max(len(r["tokens"]) for r in rows)
@@ -129,7 +143,9 @@ def token_heatmap(trace: list[dict], value: str = "kl", steps: tuple[int, ...] |
         grid[i, : len(r[value])] = r[value]
     signed = value.startswith("adv")
     top = vmax or max(np.nanmax(np.abs(grid)), 1e-3)
-    fig, ax = plt.subplots(figsize=(1.3 * width + 3, 0.42 * len(rows) + 1.4))
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(1.3 * width + 3, 0.42 * len(rows) + 1.4))
+    fig = ax.figure
     im = ax.imshow(grid, cmap=cmap or ("RdBu" if signed else "magma_r"), vmin=-top if signed else 0, vmax=top,
                    aspect="auto")
     for i, r in enumerate(rows):
@@ -146,8 +162,28 @@ def token_heatmap(trace: list[dict], value: str = "kl", steps: tuple[int, ...] |
         ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
     ax.set(xticks=range(width), xticklabels=[f"t{j}" for j in range(width)], yticks=range(len(rows)),
            yticklabels=[f"step {r['step']} · {r['domain']} · gold {r['answer']}" for r in rows],
+           xlabel="position in the sampled completion (t0: the first generated token)",
+           ylabel="tracked completion",
            title=title or f"per-token {value} of sampled completions")
-    fig.colorbar(im, ax=ax, fraction=0.03, label=value)
+    scale = f"colour scale {'±' if signed else '0..'}{top:.2f}" + ("" if vmax else ", this map's own")
+    fig.colorbar(im, ax=ax, fraction=0.03, label=f"{label or VALUE_LABELS.get(value, value)}\n({scale})")
+    if len(fig.axes) <= 2:
+        fig.tight_layout()
+    return fig
+
+
+def step_maps(view: dict, domains=("binding", "recall")):
+    """The step slider's figure (notebook 03): the tracked samples of one step (`lab.trace_view`),
+    their per-token KL (left) and advantage before the clip (right), each on the colour scale
+    fixed over every tracked step."""
+    rows, step = view["rows"], view["step"]
+    width = max(len(r["tokens"]) for r in rows)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(2 * (1.3 * width + 3.5), 0.42 * len(rows) + 1.6))
+    token_heatmap(rows, "kl", domains=domains, vmax=view["kl_max"], ax=a, title=f"per-token reverse KL, step {step}",
+                  label="exact reverse KL, nats (scale fixed over all steps)")
+    token_heatmap(rows, "advantage_raw", domains=domains, vmax=view["advantage_max"], ax=b,
+                  title=f"advantage before the clip, step {step}",
+                  label="log pi_T - log pi_S, nats (scale fixed over all steps)")
     fig.tight_layout()
     return fig
 

@@ -1,17 +1,26 @@
-"""ipywidgets views over the plain functions of `lab` (notebook 04).
+"""ipywidgets views over the plain functions of `lab` (notebooks 03 and 04).
 
-Each view draws once with its defaults when called, then `interact` re-draws on every change.
+    trace_slider(run.trace)               03: a step slider over the student's tracked samples
+    gradient_panel(z_S, z_T)              04: per-logit gradients of every loss, on one categorical
+    loss_lab(bank, history)               04: the precomputed grid of short runs, instantly; a
+                                          button trains a fresh run (~10 s) for any setting
+
+Each view draws once with its defaults when called, then re-draws on every change.
 An exception inside an `interact` callback is swallowed into the widget, so a headless run
 (CI) must call the plain functions directly and assert on their results: notebooks do.
 """
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
-from ipywidgets import Checkbox, Dropdown, IntSlider, SelectionSlider, interact, interact_manual
+from IPython.display import display
+from ipywidgets import (HTML, Button, Checkbox, Dropdown, HBox, IntSlider, SelectionSlider, VBox, interact,
+                        interactive_output)
 
 from . import lab, plots
-from .distill import LOSSES, MOPDConfig
+from .distill import MOPDConfig
 
 CLIP = MOPDConfig().clip
 """the clip the sliders start at: the trainer's default (the paper's 5)"""
@@ -19,11 +28,35 @@ CLIPS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 """the clip slider's stops: round values over the same 1-2-5 decades a log slider would cover"""
 
 
-def clip_slider(value: float = CLIP) -> SelectionSlider:
+NO_CLIP = math.inf
+"""the clip slider's "none" stop: PG without a clip"""
+
+
+def no_none(clip: float) -> float | None:
+    """The slider's clip as the trainer takes it: NO_CLIP -> None."""
+    return None if clip == NO_CLIP else clip
+
+
+def clip_slider(value: float = CLIP, no_clip: bool = False) -> SelectionSlider:
     """A slider over round clip values that shows exactly the value it holds (a log slider's
-    step would show 5.01 for 5); a value off the stops is added as a stop of its own."""
+    step would show 5.01 for 5); a value off the stops is added as a stop of its own.
+    `no_clip`: a last stop "none", held as NO_CLIP (a selection widget cannot hold None; `no_none`
+    turns it back into the trainer's None)."""
     stops = sorted(set(CLIPS) | {float(value)})
-    return SelectionSlider(options=[(f"{c:g}", c) for c in stops], value=float(value), description="clip c")
+    options = [(f"{c:g}", c) for c in stops] + ([("none", NO_CLIP)] if no_clip else [])
+    return SelectionSlider(options=options, value=float(value), description="clip c")
+
+
+def trace_slider(trace: list[dict]):
+    """A slider over the tracked steps of a student's trace (`Run.trace`): the per-token KL and
+    advantage maps of that step's samples, on colour scales fixed over all steps."""
+    steps = sorted({r["step"] for r in trace})
+
+    def show(step=steps[0]):
+        plots.step_maps(lab.trace_view(trace, step))
+        plt.show()
+
+    return interact(show, step=SelectionSlider(options=steps, value=steps[0], description="step"))
 
 
 def gradient_panel(student_logits, teacher_logits):
@@ -41,21 +74,43 @@ def gradient_panel(student_logits, teacher_logits):
                     correction=Checkbox(value=True, description="top-k correction"))
 
 
-def loss_lab(bank, history: dict, steps: int = 40, model: str = "tiny"):
-    """Pick a loss form and its knobs, press Run: a short distillation runs (well under a minute
-    on a CPU) and its curves are overlaid on every earlier run in `history`."""
-
-    def run(loss="pg", clip=CLIP, k=64, correction=True):
-        label = {"pg": f"pg c={clip:g}", "topk": f"top-{k}" + ("" if correction else " naive"), "kl": "exact kl"}[loss]
-        history[label] = lab.short_run(bank, steps=steps, model=model, loss=loss, clip=clip, topk=k,
-                                       topk_correction=correction).metrics
-        show_history(history)
-
+def loss_lab(bank, history: dict, steps: int = lab.STEPS, model: str = "tiny", grid: dict | None = None):
+    """Pick a loss form and its knobs: the grid's precomputed run of that setting is drawn at once
+    (`lab.lab_curves`), over the runs in `history` and the grid's run at the trainer's defaults.
+    The button trains a fresh `steps`-step run at lab.LR (about 10 s on a CPU at 60 steps) of any
+    setting, on or off the grid, and adds it to `history`."""
+    grid = lab.load_grid() if grid is None else grid
     V = len(bank.tokenizer)
-    return interact_manual(run, loss=Dropdown(options=LOSSES, value="pg", description="loss"),
-                           clip=clip_slider(),
-                           k=IntSlider(value=64, min=1, max=min(V, 256), description="top-k k"),
-                           correction=Checkbox(value=True, description="top-k correction"))
+    controls = {"loss": Dropdown(options=lab.FORMS, value="pg", description="loss"),
+                "clip": clip_slider(no_clip=True),
+                "k": IntSlider(value=64, min=1, max=min(V, 256), description="top-k k"),
+                "correction": Checkbox(value=True, description="top-k correction")}
+    note = HTML()
+
+    def show(loss, clip, k, correction):
+        curves, note.value = lab.lab_curves(grid, history, loss, no_none(clip), k, correction)
+        show_history(curves)
+
+    out = interactive_output(show, controls)
+    button = Button(description=f"train a fresh run: ~10 s ({steps} steps, lr {lab.LR:g})",
+                    layout={"width": "max-content"})
+
+    def train(_=None):
+        knobs = {name: w.value for name, w in controls.items()}
+        knobs["clip"] = no_none(knobs["clip"])
+        label = "live · " + lab.cell_label(**knobs)
+        note.value = f"training {label} ..."
+        history[label] = lab.short_run(bank, steps=steps, model=model, loss=knobs["loss"], clip=knobs["clip"],
+                                       topk=knobs["k"], topk_correction=knobs["correction"]).metrics
+        with out:
+            out.clear_output(wait=True)
+            show(**knobs)
+
+    button.on_click(train)
+    box = VBox([HBox(list(controls.values())[:2]), HBox(list(controls.values())[2:]), HBox([button, note]), out])
+    box.train = train   # the button's action, callable headless
+    display(box)        # as interact does: the lab shows itself
+    return box
 
 
 def show_history(history: dict):
@@ -70,3 +125,57 @@ def show_history(history: dict):
     fig.tight_layout()
     plt.show()
     return fig
+
+
+def time_redraws(trace: list[dict] | None = None, repeats: int = 3) -> dict[str, float]:
+    """Median seconds of one knob change, as a user sees it: the callback a change fires (the
+    lookup and the figure) and the figure's PNG, as Jupyter's inline backend makes it. Headless:
+    the loss lab over the committed grid with 04's three runs drawn; the step slider over `trace`."""
+    import io
+    import statistics
+    import time
+
+    from . import AdapterBank, load_base
+
+    def show(*_, **__):
+        for n in plt.get_fignums():
+            plt.figure(n).savefig(io.BytesIO(), format="png", bbox_inches="tight")
+        plt.close("all")
+
+    plt.show, out = show, {}
+    grid = lab.load_grid()
+    bank = AdapterBank(*load_base("tiny"))
+    history = {c["label"]: c["metrics"] for c in grid["cells"] if c["label"] in ("pg c=5", "top-64", "exact kl")}
+    box = loss_lab(bank, history, grid=grid)
+    clip = next(w for row in box.children[:2] for w in row.children if w.description == "clip c")
+    times = []
+    for v in [0.5, 2.0, NO_CLIP, 5.0] * repeats:
+        t = time.perf_counter()
+        clip.value = v
+        times.append(time.perf_counter() - t)
+    out["loss_lab"] = statistics.median(times)
+    t = time.perf_counter()
+    lab.grid_cell(lab.load_grid(), "pg", 0.5)
+    out["grid lookup"] = time.perf_counter() - t
+    if trace:
+        slider = trace_slider(trace)
+        step = next(w for w in slider.widget.children if getattr(w, "description", "") == "step")
+        times = []
+        for s in [*step.options[1:], step.options[0]] * repeats:
+            t = time.perf_counter()
+            step.value = s
+            times.append(time.perf_counter() - t)
+        out["trace_slider"] = statistics.median(times)
+    return out
+
+
+if __name__ == "__main__":   # python -m mopd_mini.widgets [trace.json]: time the widgets' redraws
+    import json
+    import sys
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    trace = json.loads(open(sys.argv[1]).read()) if len(sys.argv) > 1 else None
+    for name, seconds in time_redraws(trace).items():   # the 7-step slider: 21 moves; the lab: 12 changes
+        print(f"{name:14} {seconds:.4f} s (median)")
