@@ -1,4 +1,4 @@
-"""ipywidgets views over the plain functions of `lab` (notebook 04).
+"""ipywidgets views over the plain functions of `lab` (notebooks 04 and 08).
 
 Each view draws once with its defaults when called, then `interact` re-draws on every change.
 An exception inside an `interact` callback is swallowed into the widget, so a headless run
@@ -8,7 +8,7 @@ An exception inside an `interact` callback is swallowed into the widget, so a he
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-from ipywidgets import Checkbox, Dropdown, IntSlider, SelectionSlider, interact, interact_manual
+from ipywidgets import Checkbox, Dropdown, FloatSlider, IntSlider, SelectionSlider, interact, interact_manual
 
 from . import lab, plots
 from .distill import LOSSES, MOPDConfig
@@ -70,3 +70,21 @@ def show_history(history: dict):
     fig.tight_layout()
     plt.show()
     return fig
+
+
+STUCK_P = tuple(round(1 - 0.5 * 500 ** (-i / 59), 6) for i in range(60))
+"""the stuck slider's curve points: p_S(wrong) from 0.5 to 0.999, denser toward 1 (1 - p evenly on a log scale)"""
+
+
+def stuck_slider(beta: float = 0.5):
+    """A slider for p_S(wrong) from 0.5 to 0.999 on the stuck categorical (lab.stuck_logits): the
+    gradient norm of the reverse KL, the forward KL and the JSD at `beta`, a dot at the slider's
+    value on curves computed once (lab.stuck_curves). Returns the interact; `show(p)` draws one."""
+    curves = lab.stuck_curves(STUCK_P, beta=beta)
+
+    def show(p_wrong=0.9):
+        plots.stuck_gradient(curves, p_wrong, title=f"the stuck categorical at p_S(wrong) = {p_wrong:.3f}")
+        plt.show()
+
+    return interact(show, p_wrong=FloatSlider(value=0.9, min=0.5, max=0.999, step=0.001, readout_format=".3f",
+                                              description="p_S(wrong)", continuous_update=False))

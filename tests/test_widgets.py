@@ -28,3 +28,13 @@ def test_the_gradient_panel_draws_with_the_configs_clip():
     panel = widgets.gradient_panel([1.0, 0.0, -1.0, 0.5], [0.0, 1.0, -0.5, 0.2])
     clip = next(w for w in panel.widget.children if getattr(w, "description", "") == "clip c")
     assert clip.value == 5.0 and clip.label == "5"
+
+
+def test_the_stuck_slider_spans_half_to_0999_and_draws_headless():
+    """Notebook 08's slider: p_S(wrong) from 0.5 to 0.999, its curves start and end there, and the
+    interact draws once with the slider's value."""
+    assert widgets.STUCK_P[0] == 0.5 and widgets.STUCK_P[-1] == 0.999
+    assert list(widgets.STUCK_P) == sorted(widgets.STUCK_P)
+    panel = widgets.stuck_slider()
+    slider = next(w for w in panel.widget.children if getattr(w, "description", "") == "p_S(wrong)")
+    assert (slider.min, slider.max) == (0.5, 0.999) and 0.5 <= slider.value <= 0.999
