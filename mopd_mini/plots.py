@@ -14,6 +14,7 @@
     ucmopd(summary)                  UCMOPD vs MOPD per domain with the kept fractions
     regime_lift, regime_cost,        the regime study (notebook 07, docs/regimes.md): lift by domain,
     regime_kl, regime_depth          lift against pipeline FLOPs, arm 2's per-token KL, accuracy by depth
+    stuck_gradient(curves, p)        notebook 08: each loss's gradient norm as p_S(wrong) -> 1 (log y)
     save(fig, "name")                PNG under figures/ (or any folder)
 
 Inputs are the plain dicts the library returns (evaluate tables, Run.metrics, Run.trace); these
@@ -207,6 +208,35 @@ def gradient_bars(grads: dict, student_logits, teacher_logits, title: str = ""):
     b.set(xlabel="token", ylabel="d loss / d student logit", title=title or "per-logit gradient of each loss form",
           xticks=range(V))
     b.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def stuck_gradient(curves: dict, p_wrong: float | None = None, title: str = ""):
+    """Notebook 08: the norm of each loss's gradient w.r.t. the student's logits (log scale) against
+    the student's confidence p_S(wrong) in a token the teacher rejects, with the reverse KL's value
+    on a second axis. `curves`: lab.stuck_curves' dict ({"p": [...], "KL": [...], loss: [...]});
+    `p_wrong` marks one confidence (the slider's) with a dot on every curve."""
+    p = np.asarray(curves["p"])
+    names = [k for k in curves if k not in ("p", "KL")]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for i, name in enumerate(names):
+        y = np.asarray(curves[name])
+        line, = ax.plot(p, y, lw=2, label=name, color=f"C{i}")
+        if p_wrong is not None:
+            at = float(np.interp(p_wrong, p, y))
+            ax.plot([p_wrong], [at], "o", color=line.get_color())
+            ax.annotate(f"{at:.3g}", (p_wrong, at), textcoords="offset points", xytext=(6, 4), fontsize=8,
+                        color=line.get_color())
+    ax.set_yscale("log")
+    ax.set(xlabel="p_S(wrong): the student's probability on the token the teacher rejects",
+           ylabel="|| d loss / d student logits ||", title=title or "the gradient as the student grows confident")
+    kl = ax.twinx()
+    kl.plot(p, curves["KL"], "k:", lw=1, label="reverse KL (value, nats)")
+    kl.set_ylabel("reverse KL (nats), dotted")
+    if p_wrong is not None:
+        ax.axvline(p_wrong, color="grey", lw=0.5)
+    ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
     return fig
 

@@ -1,9 +1,11 @@
-"""ipywidgets views over the plain functions of `lab` (notebooks 03 and 04).
+"""ipywidgets views over the plain functions of `lab` (notebooks 03, 04 and 08).
 
     trace_slider(run.trace)               03: a step slider over the student's tracked samples
     gradient_panel(z_S, z_T)              04: per-logit gradients of every loss, on one categorical
     loss_lab(bank, history)               04: the precomputed grid of short runs, instantly; a
                                           button trains a fresh run (~10 s) for any setting
+    stuck_slider()                        08: each loss's gradient norm on a confidently wrong
+                                          categorical, p_S(wrong) from 0.5 to 0.999
 
 Each view draws once with its defaults when called, then re-draws on every change.
 An exception inside an `interact` callback is swallowed into the widget, so a headless run
@@ -16,8 +18,8 @@ import math
 
 import matplotlib.pyplot as plt
 from IPython.display import display
-from ipywidgets import (HTML, Button, Checkbox, Dropdown, HBox, IntSlider, SelectionSlider, VBox, interact,
-                        interactive_output)
+from ipywidgets import (HTML, Button, Checkbox, Dropdown, FloatSlider, HBox, IntSlider, SelectionSlider, VBox,
+                        interact, interactive_output)
 
 from . import lab, plots
 from .distill import MOPDConfig
@@ -179,3 +181,21 @@ if __name__ == "__main__":   # python -m mopd_mini.widgets [trace.json]: time th
     trace = json.loads(open(sys.argv[1]).read()) if len(sys.argv) > 1 else None
     for name, seconds in time_redraws(trace).items():   # the 7-step slider: 21 moves; the lab: 12 changes
         print(f"{name:14} {seconds:.4f} s (median)")
+
+
+STUCK_P = tuple(round(1 - 0.5 * 500 ** (-i / 59), 6) for i in range(60))
+"""the stuck slider's curve points: p_S(wrong) from 0.5 to 0.999, denser toward 1 (1 - p evenly on a log scale)"""
+
+
+def stuck_slider(beta: float = 0.5):
+    """A slider for p_S(wrong) from 0.5 to 0.999 on the stuck categorical (lab.stuck_logits): the
+    gradient norm of the reverse KL, the forward KL and the JSD at `beta`, a dot at the slider's
+    value on curves computed once (lab.stuck_curves). Returns the interact; `show(p)` draws one."""
+    curves = lab.stuck_curves(STUCK_P, beta=beta)
+
+    def show(p_wrong=0.9):
+        plots.stuck_gradient(curves, p_wrong, title=f"the stuck categorical at p_S(wrong) = {p_wrong:.3f}")
+        plt.show()
+
+    return interact(show, p_wrong=FloatSlider(value=0.9, min=0.5, max=0.999, step=0.001, readout_format=".3f",
+                                              description="p_S(wrong)", continuous_update=False))

@@ -1,4 +1,4 @@
-"""docs/glossary.md defines every term that the "Terms" cells of notebooks 05-07 list, and the
+"""docs/glossary.md defines every term that the "Terms" cells of notebooks 05-08 list, and the
 README, docs/course.md and those cells link to it (tests/test_links.py checks that the links resolve)."""
 
 import json
@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 GLOSSARY = ROOT / "docs" / "glossary.md"
-TERMS_CELLS = ["05_baselines", "06_ablations", "07_regimes"]
+TERMS_CELLS = ["05_baselines", "06_ablations", "07_regimes", "08_stuck"]
 
 
 def plain(term: str) -> str:

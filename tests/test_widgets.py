@@ -200,3 +200,13 @@ def test_one_grid_cell_recomputes_from_the_full_mode_teachers(monkeypatch, base_
     again = lab.run_cell(bank, {"loss": "kl"})
     assert [r["step"] for r in again] == [r["step"] for r in committed]
     assert max(abs(a["kl"] - b["kl"]) for a, b in zip(again, committed)) < 1e-3
+
+
+def test_the_stuck_slider_spans_half_to_0999_and_draws_headless():
+    """Notebook 08's slider: p_S(wrong) from 0.5 to 0.999, its curves start and end there, and the
+    interact draws once with the slider's value."""
+    assert widgets.STUCK_P[0] == 0.5 and widgets.STUCK_P[-1] == 0.999
+    assert list(widgets.STUCK_P) == sorted(widgets.STUCK_P)
+    panel = widgets.stuck_slider()
+    slider = next(w for w in panel.widget.children if getattr(w, "description", "") == "p_S(wrong)")
+    assert (slider.min, slider.max) == (0.5, 0.999) and 0.5 <= slider.value <= 0.999
