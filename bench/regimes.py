@@ -874,7 +874,8 @@ def estimate(args, arm: Arm) -> float:
         grid = sum(len(arm.grids[k]) * (per_method.get(k, 0.0) + one_eval / 1.5) for k in arm.grids)
         worst = sum((2 + 2 + 2 * 4) * (per_method.get(k, 0.0) + one_eval / 1.5) for k in arm.grids)
         seeds = (total + ev) * len([x for x in args.seeds if x != 0])
-        lo, hi = (grid + seeds) / max(1, args.workers), (grid + worst + seeds) / max(1, args.workers)
+        # the choice runs in this one process (study.choose with one worker); the seeds in --workers processes
+        lo, hi = grid + seeds / max(1, args.workers), grid + worst + seeds / max(1, args.workers)
         print(f"arm {arm.number} estimate ({len(args.seeds)} seeds, {args.workers} workers):\n" + "\n".join(lines)
               + f"\n  the val grid at seed 0: {grid / 3600:.2f} CPU-h; bracketing and tie-breaks at most {worst / 3600:.2f} "
               f"CPU-h more; seeds {[x for x in args.seeds if x != 0]} at the chosen settings: {seeds / 3600:.2f} CPU-h"
