@@ -656,6 +656,7 @@ class ChoiceCtx:
     methods: dict
     folder: Path
     built: dict = field(default_factory=dict)   # {seed: {method key: build's output}}: the teachers read
+    seed: int | None = None                     # the seed whose teachers the bank holds now
 
 
 def quick_grid(key: str, grid: list) -> list:
@@ -691,6 +692,8 @@ def choose_settings(args, arm: Arm, store: Store) -> dict[str, dict]:
         def train(c: ChoiceCtx, setting: dict, seed: int) -> study.Result:
             m = with_setting(c.methods[key], setting)
             jctx = Context(arm, {**c.methods, key: m}, args.quick, store, not args.quiet)
+            if c.seed != seed:   # one bank holds one seed's teacher under its name: reload it for this seed
+                c.built, c.seed = {}, seed
             built = c.built.setdefault(seed, {})
             for need in m.needs:
                 build(jctx, c.bank, jctx.methods[need], seed, built)
@@ -715,7 +718,7 @@ def choose_settings(args, arm: Arm, store: Store) -> dict[str, dict]:
         for k in keys:
             chosen[k] = state.chosen[k]
             sctx.methods[k] = with_setting(methods[k], chosen[k])
-        sctx.built = {}
+        sctx.built, sctx.seed = {}, None
     with store.edit() as data:
         data["choices"][str(arm.number)] = {"signature": sig, "chosen": chosen, "grid": state.grid, "refused": evals.refused,
                                             "machine": machine_line(machine()),
