@@ -883,6 +883,12 @@ def estimate(args, arm: Arm) -> float:
               + f"\n  the val grid at seed 0: {grid / 3600:.2f} CPU-h; bracketing and tie-breaks at most {worst / 3600:.2f} "
               f"CPU-h more; seeds {[x for x in args.seeds if x != 0]} at the chosen settings: {seeds / 3600:.2f} CPU-h"
               f"\n  total between {lo / 3600:.1f} and {hi / 3600:.1f} h of wall time", flush=True)
+        timed = ctx.store.read()["measurements"].get("timed_seed")
+        if timed and timed["method"] in per_method and timed.get("budget_steps") == methods[timed["method"]].settings.get("steps"):
+            scale = timed["train_seconds"] / timed["steps"] * timed["budget_steps"] / per_method[timed["method"]]
+            print(f"  scaled by the timed seed ({timed['method']}: {timed['train_seconds'] / timed['steps']:.2f} s a step "
+                  f"over {timed['steps']} steps, {timed['date']}; x{scale:.2f} this probe's): between "
+                  f"{lo * scale / 3600:.1f} and {hi * scale / 3600:.1f} h", flush=True)
         return hi
     total = (total + ev) * len(args.seeds) / max(1, args.workers)
     print(f"arm {arm.number} estimate ({len(args.seeds)} seeds, {args.workers} workers, evaluations "
