@@ -5,6 +5,10 @@
     python -m bench.regimes --estimate --arm 2                    # a few timed steps of each method: the time
     python -m bench.regimes --render                              # the page and figures again, from the JSON
     python -m bench.regimes --quick --arm 2 --out /tmp/r          # the smoke test: seconds, every code path
+    python -m bench.regimes --arm 2b --seeds 0 1 2 3 4 --workers 2  # arm 2 re-run: depths 2-5, the cures, rates on val
+    python -m bench.regimes --arm memory-cures --seeds 0 1 2      # the cures on arm 1's memory domain
+    python -m bench.regimes --teacher-depths                      # which chain depths the SFT teacher learns (seed 0)
+    python -m bench.regimes --timed-steps 100                     # one arm-2b seed of exact KL, timed (a fraction)
 
 Every method is an existing trainer with the arm's domains and the registered budget (the table
 `ARMS`: train_teacher for GRPO and Mix-RL, train_student for MOPD, collect / train_offline for
@@ -20,6 +24,11 @@ keyed by (arm, method, seed); a re-run skips what is recorded there, even on a f
 without runs/ (a recorded teacher that an unrecorded method needs is retrained, deterministically,
 when its adapter is missing). Runs live in runs/regimes/arm<a>/s<seed>/. The page's "## Results"
 section and docs/figures/regimes_arm<a>_*.png are rewritten from the JSON after every arm.
+
+Arms 2b and memory-cures (the amendment of 2026-12-03) declare a grid per method (`Arm.grids`):
+each method's setting is chosen on val first by bench/study.py's runner (`choose_settings`), the
+choice kept in the JSON, then every seed trains at it; their gate is read on every seed
+(`Arm.gate_every_seed`), and arm 2b's chain is its own variant of the domain (`domain_variants`).
 """
 
 from __future__ import annotations
@@ -44,11 +53,13 @@ import torch  # noqa: E402
 import mopd_mini as mm  # noqa: E402
 from mopd_mini import cost, plots, runs, stats  # noqa: E402
 from mopd_mini.adapters import BASE, atomic_write  # noqa: E402
-from mopd_mini.domains import get_domains  # noqa: E402
+from mopd_mini import domains as domain_table  # noqa: E402
+from mopd_mini.domains import Domain, get_domains  # noqa: E402
 from mopd_mini.merge import merge  # noqa: E402
 from mopd_mini.offline import OfflineConfig, collect, gold, train_offline  # noqa: E402
 from mopd_mini.regimes import starting_points  # noqa: E402
 
+from . import study  # noqa: E402
 from .common import above_header, command, in_processes, machine, machine_line  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,8 +117,14 @@ class Arm:
     domains: tuple
     max_new_tokens: int
     methods: tuple
-    gate: Gate
+    gate: Gate | None
     teacher_of: dict               # domain -> the method that is its teacher (normalised scores)
+    variants: dict = field(default_factory=dict)   # {domain: Domain}: the arm's own lengths / knobs (domain_variants)
+    grids: dict = field(default_factory=dict)
+    """{method key: [setting, ...]}: chosen on val by bench/study.py's runner (`choose_settings`); a
+    method not named trains at its settings as registered"""
+    gate_every_seed: Gate | None = None
+    """a gate read on every seed at the chosen setting: a seed that fails it is excluded from the tests"""
 
 
 def grpo(steps=200):
@@ -163,7 +180,159 @@ def interference_arm(number, pair: tuple, title: str) -> Arm:
 ARM1 = interference_arm(1, ("conflict", "memory"), "domains that interfere")
 ARM1B = interference_arm("1b", ("recall", "memory"), "domains that interfere, the second pair (recall, memory)")
 
-ARMS = {1: ARM1, "1b": ARM1B, 2: ARM2}
+# Arm 2b's chain (docs/regimes.md, "Amendment, 2026-12-03: arm 2b"): a 7-cycle, so depth 6 stays
+# below it (held out, descriptive; the one-lookup shortcut of this cycle), trained at depths 2-5.
+CHAIN_DEEP = Domain("chain", train_lengths=(2, 3, 4, 5), eval_lengths=(2, 3, 4, 5, 6),
+                    knobs={"hop_count": 0, "cycle": 7}, answer_style="trace", metric="final")
+ARM2B_STEPS = 400  # every arm-2b student's steps (the budget the measured teacher needed at depths 2-5)
+DEEP_TOKENS = 10   # a depth-6 trace: 7 words, its period and the end of turn (9), and one to over-run
+
+
+@contextmanager
+def domain_variants(variants: dict):
+    """The regime domains replaced, in this process, by `variants` ({name: Domain}): the trainers
+    look a domain up by name (mopd_mini.domains.get_domains), so an arm that changes a domain's
+    lengths or knobs keeps its name and its routing. Every process of the arm enters it."""
+    table = domain_table.REGIME_DOMAINS
+    saved = {k: table[k] for k in variants}
+    table.update(variants)
+    try:
+        yield
+    finally:
+        table.update(saved)
+
+
+# ---------------------------------------------------------------------------------------------
+# arm 2b and memory-cures (docs/regimes.md, "Amendment, 2026-12-03: arm 2b"): the stuck student's cures
+# ---------------------------------------------------------------------------------------------
+
+LR_GRID = (3e-4, 1e-3, 3e-3)
+"""every arm-2b and memory-cures method's learning-rate grid (bench.matched's LADDER around the presets'
+1e-3), bracketed past an edge by bench.matched.extend_lr"""
+JSD_BETAS = (0.1, 0.5, 0.9)
+"""jsd's beta, chosen on val with its rate (TRL's convention: 0 the forward KL, 1 the reverse KL)"""
+STUCK_STEPS = (50, 100, 300)
+"""the steps whose stuck share (and off-support mass) every MOPD record keeps, beside the last"""
+CURES = (   # key, label, MOPDConfig fields: the cures the amendment registers, beside exact KL
+    ("mopd_fkl", "MOPD forward KL (on-policy)", dict(loss="fkl")),
+    ("mopd_jsd", "MOPD JSD (beta chosen on val)", dict(loss="jsd")),
+    ("mopd_kl_lmbda", "MOPD exact KL, lmbda 0.5 (teacher prefixes)", dict(loss="kl", lmbda=0.5, lmbda_prefix="teacher")),
+    ("mopd_topk_support", "MOPD Top-k, support matching", dict(loss="topk", topk_support=True)),
+)
+MOPD_FORMS = (("pg", "PG"), ("topk", "Top-k"), ("kl", "exact KL"))
+
+
+def lr_grid(key: str) -> list[dict]:
+    if key == "mopd_jsd":
+        return [{"lr": lr, "beta": b} for b in JSD_BETAS for lr in LR_GRID]
+    return [{"lr": lr} for lr in LR_GRID]
+
+
+def students(budget: dict, teachers: dict, suffix: str = "") -> tuple:
+    """MOPD's three forms and the cures, from `teachers` ({domain: method key})."""
+    return (*(Method(f"mopd_{loss}", f"MOPD {name}{suffix}", "mopd", dict(budget, loss=loss), teachers=teachers)
+              for loss, name in MOPD_FORMS),
+            *(Method(key, label + suffix, "mopd", dict(budget, **fields), teachers=teachers) for key, label, fields in CURES))
+
+
+MOPD_2B = dict(steps=ARM2B_STEPS, prompts_per_domain=8, track_steps=TRACKED + (ARM2B_STEPS,))
+SFT_2B = dict(steps=ARM2B_STEPS, batch_size=8)
+ARM2B_METHODS = (
+    Method("base", "base (no training)", "base"),
+    Method("grpo", "GRPO on the outcome reward", "grpo", grpo()),
+    Method("sft_teacher", "SFT teacher (SFT on gold traces)", "offline",
+           dict(SFT_2B, prompts_per_domain=8 * ARM2B_STEPS), data="gold"),
+    *students(MOPD_2B, {"chain": "sft_teacher"}, " from the SFT teacher"),
+    Method("sft_traces", "SFT on the teacher's sampled traces", "offline",
+           dict(SFT_2B, prompts_per_domain=800, samples_per_prompt=4, keep="all"), teachers={"chain": "sft_teacher"},
+           data="collect"),
+    Method("rft", "RFT (the teacher's samples with a right answer)", "offline",
+           dict(SFT_2B, prompts_per_domain=800, samples_per_prompt=4, keep="correct"), teachers={"chain": "sft_teacher"},
+           data="collect"),
+    Method("sft_gold", "SFT on gold traces (the student)", "offline",
+           dict(SFT_2B, prompts_per_domain=8 * ARM2B_STEPS), data="gold"),
+)
+ARM2B = Arm("2b", "the stuck student's cures, on a teacher that knows every compared depth", ("chain",), DEEP_TOKENS,
+            ARM2B_METHODS, None, {"chain": "sft_teacher"}, variants={"chain": CHAIN_DEEP},
+            grids={m.key: lr_grid(m.key) for m in ARM2B_METHODS if m.trainer != "base"},
+            gate_every_seed=Gate("G2b", "sft_teacher", "chain", (2, 3, 4, 5), 0.80))
+
+MEMORY_TEACHER = Method("teacher_memory", "GRPO teacher (memory), as arm 1 built it (its gate's 400 steps)", "grpo",
+                        grpo(400), domains=("memory",))
+MEMORY_METHODS = (Method("base", "base (no training)", "base"), MEMORY_TEACHER,
+                  *students(MOPD, {"memory": "teacher_memory"}))
+ARM_MEMORY = Arm("memory-cures", "the cures on arm 1's memory domain", ("memory",), 4, MEMORY_METHODS, None,
+                 {"memory": "teacher_memory"},
+                 grids={m.key: lr_grid(m.key) for m in MEMORY_METHODS if m.trainer == "mopd"},
+                 gate_every_seed=Gate("G1m", "teacher_memory", "memory", (2, 3), 0.50))
+
+ARMS = {1: ARM1, "1b": ARM1B, 2: ARM2, "2b": ARM2B, "memory-cures": ARM_MEMORY}
+
+def deep_teacher_cfg(steps: int) -> OfflineConfig:
+    """teacher_depths' SFT teacher at `steps` (seed 0; a finished run in its folder reloads)."""
+    return OfflineConfig.for_model("tiny", loss="sft", domains=("chain",), name=f"sft_teacher_deep_{steps}",
+                                   steps=steps, batch_size=8, prompts_per_domain=8 * steps, seed=0, eval_every=0,
+                                   progress=False, max_new_tokens=DEEP_TOKENS, experiment=f"{EXPERIMENT}/depths/s0")
+
+
+def teacher_depths(args) -> dict:
+    """Which chain depths the tiny base can learn (a design measurement, not a study run): the SFT
+    teacher of arm 2's recipe (SFT on gold traces) trained at seed 0 on CHAIN_DEEP's depths 2-5 at
+    200 and 400 steps (arm 2's budget and its gate's retry), each depth scored on val (100
+    prompts): final answer, strict trace, prefix trace."""
+    out = {}
+    with domain_variants({"chain": CHAIN_DEEP}):
+        bank = mm.AdapterBank(*mm.load_base("tiny"))
+        for steps in (200, 400):
+            cfg = deep_teacher_cfg(steps)
+            name = cfg.name
+            t = time.perf_counter()
+            train_offline(bank, cfg, gold(bank.tokenizer, cfg))
+            rows = evaluate(bank, name, ("chain",), 100, "val")
+            out[str(steps)] = {"seconds": time.perf_counter() - t,
+                               "by_depth": {str(r["length"]): {k: r[k] for k in ("acc", "strict", "trace", "words")}
+                                            for r in rows}}
+            print(f"SFT teacher, {steps} steps, seed 0, val (100 a depth): " + "; ".join(
+                f"depth {L}: acc {v['acc']:.2f} strict {v['strict']:.2f} prefix {v['trace']:.2f} words {v['words']:.2f}"
+                for L, v in out[str(steps)]["by_depth"].items()) + f" ({out[str(steps)]['seconds']:.0f} s)", flush=True)
+    rec = {"command": command("bench.regimes", args.argv), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "machine": machine_line(machine()), "runs": out}
+    with Store(args.out / "regimes.json").edit() as data:
+        data["measurements"]["teacher_depths"] = rec
+    return rec
+
+
+def timed_seed(args) -> dict:
+    """One seed of one method at arm 2b's registered settings, for the compute statement: MOPD exact
+    KL (the arm's most expensive per-step form beside the cures, docs/benchmarks.md) on CHAIN_DEEP
+    from `teacher_depths`' 400-step seed-0 teacher, `args.timed_steps` of its 400 steps (a fraction,
+    scaled linearly to the budget), then the registered evaluation (test 200 and val 100 a depth)."""
+    steps = args.timed_steps
+    with domain_variants({"chain": CHAIN_DEEP}):
+        bank = mm.AdapterBank(*mm.load_base("tiny"))
+        cfg = deep_teacher_cfg(400)
+        train_offline(bank, cfg, gold(bank.tokenizer, cfg))   # reloads the measured run
+        t = time.perf_counter()
+        run = mm.train_student(bank, mm.MOPDConfig.for_model(
+            "tiny", domains=("chain",), student=f"timed_mopd_kl_{steps}", teachers={"chain": cfg.name}, loss="kl",
+            steps=steps, prompts_per_domain=8, seed=0, eval_every=0, progress=False, max_new_tokens=DEEP_TOKENS,
+            experiment=f"{EXPERIMENT}/timed/s0"))
+        train = time.perf_counter() - t
+        t = time.perf_counter()
+        evaluate(bank, f"timed_mopd_kl_{steps}", ("chain",), EVAL["test"], "test")
+        evaluate(bank, f"timed_mopd_kl_{steps}", ("chain",), EVAL["val"], "val")
+        ev = time.perf_counter() - t
+    rec = {"command": command("bench.regimes", args.argv), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "machine": machine_line(machine()), "method": "mopd_kl", "steps": steps, "budget_steps": ARM2B_STEPS,
+           "train_seconds": train, "eval_seconds": ev,
+           "seconds_at_budget": train / steps * ARM2B_STEPS + ev,
+           "stuck_share": {str(r["step"]): r.get("stuck_share/chain") for r in run.metrics if r.get("step") in (50, 100)}}
+    print(f"timed seed: mopd_kl, {steps} of {ARM2B_STEPS} steps: {train:.0f} s ({train / steps:.2f} s a step), "
+          f"evaluation {ev:.0f} s; at the budget about {rec['seconds_at_budget'] / 60:.1f} min", flush=True)
+    with Store(args.out / "regimes.json").edit() as data:
+        data["measurements"]["timed_seed"] = rec
+    return rec
+
 
 EVAL = dict(test=200, val=100)   # prompts per domain and length (registered)
 QUICK = dict(steps=2, prompts_per_step=2, group_size=2, prompts_per_domain=4, samples_per_prompt=2, batch_size=4,
@@ -174,8 +343,8 @@ QUICK_EVAL = dict(test=3, val=2)
 def methods_for(arm: Arm, tried: int, fallback: bool = False) -> dict[str, Method]:
     """The arm's methods after `tried` of the gate's retries (cumulative), and its fall-back."""
     out = {m.key: m for m in arm.methods}
-    changes = [(i + 1, r) for i, r in enumerate(arm.gate.retries[:tried])]
-    if fallback and arm.gate.fallback:
+    changes = [(i + 1, r) for i, r in enumerate(arm.gate.retries[:tried])] if arm.gate else []
+    if fallback and arm.gate and arm.gate.fallback:
         changes.append((len(arm.gate.retries) + 1, arm.gate.fallback))
     for i, change in changes:
         for key, over in change.items():
@@ -239,7 +408,7 @@ class Store:
 
     def read(self) -> dict:
         data = json.loads(self.path.read_text()) if self.path.exists() else {}
-        for k in ("runs", "gates", "merges", "invocations"):
+        for k in ("runs", "gates", "merges", "invocations", "measurements", "choices"):
             data.setdefault(k, {})
         return data
 
@@ -381,6 +550,24 @@ def kl_along(trace: list[dict]) -> dict:
     return {k: {"kl": [a / b for a, b in zip(v["sum"], v["n"])], "n": v["n"]} for k, v in out.items()}
 
 
+def stuck_at(run, domains: tuple, window: int = 10) -> dict:
+    """The stuck detector's share and the off-support mass per domain at STUCK_STEPS and the last
+    step: {domain: {step: {"share", "off_support", "share_window"}}}, share_window the mean share
+    over the `window` steps ending there (the registered predictor reads it at step 100; docs/stuck.md)."""
+    rows = [r for r in run.metrics if "step" in r]
+    last = rows[-1]["step"] if rows else None
+    out = {}
+    for d in domains:
+        by = {r["step"]: r.get(f"stuck_share/{d}") for r in rows}
+        out[d] = {}
+        for r in rows:
+            if r["step"] in (*STUCK_STEPS, last):
+                near = [v for st, v in by.items() if r["step"] - window < st <= r["step"] and v is not None]
+                out[d][str(r["step"])] = {"share": r.get(f"stuck_share/{d}"), "off_support": r.get(f"off_support/{d}"),
+                                          "share_window": fmean(near) if near else None}
+    return out
+
+
 def run_job(ctx: Context, key: str, seed: int) -> dict:
     """Build, evaluate and record one (method, seed)."""
     started = time.perf_counter()
@@ -412,7 +599,8 @@ def run_job(ctx: Context, key: str, seed: int) -> dict:
            "N": cost.param_counts(bank)[0],
            "n": sum(p.numel() for p in bank.parameters(m.name).values()) if m.trainer != "base" else 0,
            "merge_w": out.get("merge_w"), "counts": out.get("counts"),
-           "kl_along": kl_along(run.trace) if run is not None and run.trace else None}
+           "kl_along": kl_along(run.trace) if run is not None and run.trace else None,
+           "stuck": stuck_at(run, ctx.arm.domains) if m.trainer == "mopd" else None, "machine": machine_line(machine())}
     rec["wall_seconds"], rec["finished_at"] = time.perf_counter() - started, time.time()
     with ctx.store.edit() as data:
         data["quick"] = ctx.quick
@@ -423,6 +611,143 @@ def run_job(ctx: Context, key: str, seed: int) -> dict:
 # ---------------------------------------------------------------------------------------------
 # the arm: gate, then the methods by level, in worker processes
 # ---------------------------------------------------------------------------------------------
+
+
+CHOICE_KEY = {"chain": "strict"}   # what the val choice reads per domain (the primary metric; else "acc")
+
+
+def with_setting(m: Method, setting: dict) -> Method:
+    """`m` at one setting of its grid, as its own adapter (`mopd_kl_lr1em03`)."""
+    tags = "_".join(f"{k}{study.tag(v)}" for k, v in sorted(setting.items()))
+    return dataclasses.replace(m, settings={**m.settings, **setting}, adapter=f"{m.key}_{tags}")
+
+
+class ArmEvals:
+    """bench.study's evaluation cache (`Evals.get`'s contract) for an arm's domains: {domain: {L:
+    score}} at the lengths a choice reads (the domain's train lengths) by CHOICE_KEY, kept in the
+    arm's JSON so a resumed choice evaluates nothing twice."""
+
+    def __init__(self, arm: Arm, store: Store):
+        self.arm, self.store, self.refused = arm, store, {}
+
+    def refresh(self) -> None:
+        pass
+
+    def get(self, bank, name: str, split: str, n: int) -> dict:
+        key = f"{self.arm.number}|eval|{name}|{split}|{n}"
+        cached = self.store.read()["choices"].get(key)
+        if name in self.refused:   # a run the trainer refused: nothing right
+            cached = {d: {str(L): 0.0 for L in dom.train_lengths} for d, dom in get_domains(self.arm.domains).items()}
+        elif cached is None:
+            rows = evaluate(bank, name, self.arm.domains, n, split)
+            doms = get_domains(self.arm.domains)
+            cached = {d: {str(r["length"]): r[CHOICE_KEY.get(d, "acc")] for r in rows
+                          if r["domain"] == d and r["length"] in doms[d].train_lengths} for d in self.arm.domains}
+            with self.store.edit() as data:
+                data["choices"][key] = cached
+        return {d: {int(L): v for L, v in by.items()} for d, by in cached.items()}
+
+
+@dataclass
+class ChoiceCtx:
+    """What bench/study.py's `choose` hands every method's train (its `setup`'s ctx)."""
+
+    bank: object
+    methods: dict
+    folder: Path
+    built: dict = field(default_factory=dict)   # {seed: {method key: build's output}}: the teachers read
+    seed: int | None = None                     # the seed whose teachers the bank holds now
+
+
+def quick_grid(key: str, grid: list) -> list:
+    """The smoke test's grid: each method's middle setting; exact KL's two lowest, so the
+    bracketing and the tie-break run too."""
+    return list(grid[:2]) if key == "mopd_kl" else [grid[len(grid) // 2]]
+
+
+def choose_settings(args, arm: Arm, store: Store) -> dict[str, dict]:
+    """Every gridded method's setting, chosen on val by bench/study.py's runner (`study.choose`: the
+    grid at seed 0, bracketed past an edge by bench.matched.extend_lr at most twice, a choice within
+    one val SE trained again at seed 1 and made on the two-seed mean, re-bracketed after it at most
+    4 times), in dependency order: what no method reads first (the teacher), then what reads it at
+    the teacher's chosen setting. The score is study.scores' normalised one against a ceiling of
+    1.0 at every read length, i.e. the mean val score itself. Recorded in the JSON (resumable)."""
+    from .matched import extend_lr
+
+    methods = {m.key: m for m in arm.methods}
+    sig = json.dumps([str(arm.number), arm.grids, [Context(arm, methods, args.quick, store).signature(k) for k in methods],
+                      args.quick], default=str)
+    rec = store.read()["choices"].get(str(arm.number))
+    if rec is not None and rec.get("signature") == sig:
+        return rec["chosen"]
+    base = Context(arm, methods, args.quick, store, not args.quiet)
+    sctx = ChoiceCtx(mm.AdapterBank(*mm.load_base("tiny")), dict(methods), runs.RUNS_DIR / base.experiment(0))
+    evals = ArmEvals(arm, store)
+    n = QUICK_EVAL if args.quick else EVAL
+    state = study.State(n=n["test"], val_n=n["val"])
+    state.val = {"base": evals.get(sctx.bank, BASE, "val", n["val"]),
+                 **{f"teacher_{d}": {d: {L: 1.0 for L in dom.train_lengths}} for d, dom in get_domains(arm.domains).items()}}
+
+    def trainer(key):
+        def train(c: ChoiceCtx, setting: dict, seed: int) -> study.Result:
+            m = with_setting(c.methods[key], setting)
+            jctx = Context(arm, {**c.methods, key: m}, args.quick, store, not args.quiet)
+            if c.seed != seed:   # one bank holds one seed's teacher under its name: reload it for this seed
+                c.built, c.seed = {}, seed
+            built = c.built.setdefault(seed, {})
+            for need in m.needs:
+                build(jctx, c.bank, jctx.methods[need], seed, built)
+            try:
+                out = build(jctx, c.bank, m, seed, {need: built[need] for need in m.needs})
+            except ValueError as err:   # refused at this setting (RFT with no correct sample): it scores 0
+                evals.refused[m.name] = str(err)
+                return study.Result(m.name)
+            return study.Result.of(m.name, out["run"])
+        return train
+
+    chosen, levels = {}, sorted({level(methods, k) for k in arm.grids})
+    for lv in levels:
+        keys = [k for k in arm.grids if level(methods, k) == lv]
+        spec = study.Study(module="bench.regimes", methods={k: study.Method(trainer(k), grid=quick_grid(k, arm.grids[k])
+                                                                           if args.quick else list(arm.grids[k]),
+                                                                           extend=extend_lr) for k in keys},
+                           setup=lambda progress: sctx, domains=tuple(arm.domains),
+                           refs=("base", *(f"teacher_{d}" for d in arm.domains)), tie_break=1, val_from_run=False,
+                           **(dict(max_extend=1, rebracket=1) if args.quick else {}))
+        study.choose(spec, sctx, evals, state, 1, args.quiet)
+        for k in keys:
+            chosen[k] = state.chosen[k]
+            sctx.methods[k] = with_setting(methods[k], chosen[k])
+        sctx.built, sctx.seed = {}, None
+    with store.edit() as data:
+        data["choices"][str(arm.number)] = {"signature": sig, "chosen": chosen, "grid": state.grid, "refused": evals.refused,
+                                            "machine": machine_line(machine()),
+                                            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    return chosen
+
+
+def arm_methods(arm: Arm, store: Store, tried: int = 0, fallback: bool = False) -> dict[str, Method]:
+    """The arm's methods as they run: after its gate's retries (methods_for), or at the settings
+    its val choice recorded (an arm with grids)."""
+    if not arm.grids:
+        return methods_for(arm, tried, fallback)
+    chosen = store.read()["choices"][str(arm.number)]["chosen"]
+    return {m.key: with_setting(m, chosen[m.key]) if m.key in chosen else m for m in arm.methods}
+
+
+def gate_every_seed_line(data: dict, arm: Arm) -> list[str]:
+    """Each recorded seed's gate (arm.gate_every_seed): the value at every compared length, passed or not."""
+    g = arm.gate_every_seed
+    if g is None:
+        return []
+    out = []
+    for rec in sorted((r for r in data["runs"].values() if r["arm"] == arm.number and r["method"] == g.method
+                       and "val" in r), key=lambda r: r["seed"]):
+        vals = {L: acc(rec, g.domain, (L,), "strict" if g.domain in CHOICE_KEY else "acc", "val") for L in g.lengths}
+        ok = all(v >= g.threshold for v in vals.values())
+        out.append(f"gate {g.name} seed {rec['seed']}: " + ", ".join(f"L{L} {v:.2f}" for L, v in vals.items())
+                   + (" passes" if ok else " FAILS: excluded from the tests"))
+    return out
 
 
 def gate_value(rec: dict, gate: Gate) -> float:
@@ -485,8 +810,12 @@ def claim(store: Store, claims: Path, job: list) -> bool:
 def run_arm(args, arm: Arm) -> None:
     store = Store(args.out / "regimes.json")
     started = time.time()
-    tried, fallback = run_gate(args, arm, store)
-    ctx = Context(arm, methods_for(arm, tried, fallback), args.quick, store, not args.quiet)
+    if arm.grids:   # every method's setting chosen on val first (its gate is read on every seed, in the report)
+        tried, fallback = 0, False
+        choose_settings(args, arm, store)
+    else:
+        tried, fallback = run_gate(args, arm, store)
+    ctx = Context(arm, arm_methods(arm, store, tried, fallback), args.quick, store, not args.quiet)
     with store.edit() as data:   # recorded first: a run stopped early still names its command
         data["invocations"].setdefault(str(arm.number), []).append(
             {"command": command("bench.regimes", args.argv), "started": started, "wall_seconds": None,
@@ -512,9 +841,12 @@ def estimate(args, arm: Arm) -> float:
     """Seconds the arm would take: each method's first 3 steps timed (in memory), scaled to its
     steps; collect's samples timed on 16 prompts and scaled; one evaluation timed; / workers."""
     methods = methods_for(arm, 0)
+    if arm.grids:   # timed at each method's middle setting (the rate does not change a step's cost)
+        methods = {k: with_setting(m, arm.grids[k][len(arm.grids[k]) // 2]) if k in arm.grids else m
+                   for k, m in methods.items()}
     ctx = Context(arm, methods, args.quick, Store(args.out / "regimes.json"))
     bank = mm.AdapterBank(*mm.load_base("tiny"))
-    total, lines = 0.0, []
+    total, lines, per_method = 0.0, [], {}
     for k, m in methods.items():
         s = ctx.settings(m)
         if m.trainer in ("base", "merge"):
@@ -536,9 +868,28 @@ def estimate(args, arm: Arm) -> float:
             per += sec * s["prompts_per_domain"] / 16 * len(m.domains or arm.domains)   # the sampling, scaled
         lines.append(f"  {k}: {sec / 3:.2f} s a step x {steps} -> {per / 60:.1f} min a seed")
         total += per
+        per_method[k] = per
     t = time.perf_counter()
     evaluate(bank, BASE, arm.domains, (QUICK_EVAL if args.quick else EVAL)["test"], "test")
     ev = (time.perf_counter() - t) * 1.5 * len(methods)
+    if arm.grids:   # the val choice at seed 0 (and the tie-break's seed 1), then seeds 1.. at the chosen settings
+        one_eval = ev / len(methods)
+        grid = sum(len(arm.grids[k]) * (per_method.get(k, 0.0) + one_eval / 1.5) for k in arm.grids)
+        worst = sum((2 + 2 + 2 * 4) * (per_method.get(k, 0.0) + one_eval / 1.5) for k in arm.grids)
+        seeds = (total + ev) * len([x for x in args.seeds if x != 0])
+        # the choice runs in this one process (study.choose with one worker); the seeds in --workers processes
+        lo, hi = grid + seeds / max(1, args.workers), grid + worst + seeds / max(1, args.workers)
+        print(f"arm {arm.number} estimate ({len(args.seeds)} seeds, {args.workers} workers):\n" + "\n".join(lines)
+              + f"\n  the val grid at seed 0: {grid / 3600:.2f} CPU-h; bracketing and tie-breaks at most {worst / 3600:.2f} "
+              f"CPU-h more; seeds {[x for x in args.seeds if x != 0]} at the chosen settings: {seeds / 3600:.2f} CPU-h"
+              f"\n  total between {lo / 3600:.1f} and {hi / 3600:.1f} h of wall time", flush=True)
+        timed = ctx.store.read()["measurements"].get("timed_seed")
+        if timed and timed["method"] in per_method and timed.get("budget_steps") == methods[timed["method"]].settings.get("steps"):
+            scale = timed["train_seconds"] / timed["steps"] * timed["budget_steps"] / per_method[timed["method"]]
+            print(f"  scaled by the timed seed ({timed['method']}: {timed['train_seconds'] / timed['steps']:.2f} s a step "
+                  f"over {timed['steps']} steps, {timed['date']}; x{scale:.2f} this probe's): between "
+                  f"{lo * scale / 3600:.1f} and {hi * scale / 3600:.1f} h", flush=True)
+        return hi
     total = (total + ev) * len(args.seeds) / max(1, args.workers)
     print(f"arm {arm.number} estimate ({len(args.seeds)} seeds, {args.workers} workers, evaluations "
           f"{ev / 60:.1f} min a seed):\n" + "\n".join(lines) + f"\n  total about {total / 60:.0f} min", flush=True)
@@ -1244,7 +1595,8 @@ def render(out: Path, page_from: Path | None = None) -> Path:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--arm", choices=[str(a) for a in ARMS], default="2", help="1, 2, or 1b (arm 1's second pair)")
+    p.add_argument("--arm", choices=[str(a) for a in ARMS], default="2",
+                   help="1, 2, 1b (arm 1's second pair), 2b (arm 2 re-run with the cures) or memory-cures")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--workers", type=int, default=1, help="processes of one torch thread each [default: 1]")
     p.add_argument("--out", type=Path, default=None, help="where regimes.json, regimes.md and figures/ go "
@@ -1252,6 +1604,10 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="every method at a few steps (the smoke test)")
     p.add_argument("--estimate", action="store_true", help="time a few steps of every method; train nothing")
     p.add_argument("--render", action="store_true", help="the page and figures from the JSON only")
+    p.add_argument("--teacher-depths", action="store_true",
+                   help="measure which chain depths (2-5, a 7-cycle) the SFT teacher learns at seed 0; train nothing else")
+    p.add_argument("--timed-steps", type=int, default=0,
+                   help="time this many steps of one arm-2b seed of MOPD exact KL (after --teacher-depths); train nothing else")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--jobs", default="[]", help=argparse.SUPPRESS)
@@ -1262,9 +1618,19 @@ def main(argv=None):
     args.argv = list(argv) if argv is not None else None
     args.out = args.out or (runs.RUNS_DIR / "regimes-quick" / "docs" if args.quick else DOCS)
     torch.set_num_threads(1)
+    if args.teacher_depths:
+        return teacher_depths(args)
+    if args.timed_steps:
+        return timed_seed(args)
     arm = {str(k): v for k, v in ARMS.items()}[args.arm]
+    with domain_variants(arm.variants):
+        return _main(args, arm)
+
+
+def _main(args, arm: Arm):
     if args.worker:
-        ctx = Context(arm, methods_for(arm, args.tried, args.fallback), args.quick, Store(args.out / "regimes.json"))
+        store = Store(args.out / "regimes.json")
+        ctx = Context(arm, arm_methods(arm, store, args.tried, args.fallback), args.quick, store)
         for k, s in json.loads(args.jobs):
             if args.claims is None or claim(ctx.store, Path(args.claims), [k, s]):
                 run_job(ctx, k, s)
@@ -1273,6 +1639,10 @@ def main(argv=None):
         return estimate(args, arm)
     if not args.render:
         run_arm(args, arm)
+    if arm.grids and not args.render:   # the amendment's arms: recorded; their tables are written with their results
+        print(f"arm {arm.number}: recorded in {args.out / 'regimes.json'}; " + "; ".join(gate_every_seed_line(
+            Store(args.out / "regimes.json").read(), arm)), flush=True)
+        return Store(args.out / "regimes.json").read()
     page = render(args.out)
     print(f"wrote {page} and {args.out / 'figures'}")
     return Store(args.out / "regimes.json").read()

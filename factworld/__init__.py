@@ -7,7 +7,7 @@ and the regime study's chain, conflict and memory (regimes.py).
     1
 """
 
-from .regimes import REGIME_TASKS, REGIME_WORDS, param_map
+from .regimes import REGIME_TASKS, REGIME_WORDS, param_map, strict_trace
 from .score import (FLOORS, METRICS, chain_steps, floor, floor_of, grade, parse_binding, parse_chain, score,
                     trace_steps)
 from .tasks import (ALL_TASKS, ANSWER_STYLES, DEFAULT_KNOBS, FUNCTION_WORDS, SPLITS, TASKS, Example,
@@ -16,4 +16,4 @@ from .tasks import (ALL_TASKS, ANSWER_STYLES, DEFAULT_KNOBS, FUNCTION_WORDS, SPL
 __all__ = ["generate", "score", "floor", "floor_of", "parse_binding", "Example", "make_example",
            "resolve_knobs", "split_of", "TASKS", "SPLITS", "METRICS", "FLOORS", "ANSWER_STYLES",
            "DEFAULT_KNOBS", "FUNCTION_WORDS", "ALL_TASKS", "REGIME_TASKS", "REGIME_WORDS", "param_map",
-           "grade", "trace_steps", "parse_chain", "chain_steps", "reinforce", "conflict_train_mix"]
+           "grade", "trace_steps", "strict_trace", "parse_chain", "chain_steps", "reinforce", "conflict_train_mix"]

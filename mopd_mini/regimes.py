@@ -4,7 +4,9 @@
 
 For every regime domain (domains.REGIME_DOMAINS) and evaluation length: the greedy accuracy under
 the domain's own metric (chain: the final answer only), and what the answers say besides:
-chain   trace: the whole worked trace right (relaxed); steps: the trace's per-step accuracy
+chain   trace: the whole worked trace right as a PREFIX (relaxed: a right trace that keeps going
+        passes); strict: the completion is the gold trace through its end (factworld.strict_trace:
+        over-running is wrong); steps: the trace's per-step accuracy
         (factworld.trace_steps, position by position); hops: each written hop follows the
         prompt's pointer from the node written before it (factworld.chain_steps); words: mean
         answer length in words (a one-word answer writes no trace).
@@ -45,6 +47,7 @@ def starting_points(model, tokenizer, n: int = 50, seed: int = 0, split: str = "
             row = {"domain": name, "length": L, "n": n, "acc": fmean(factworld.grade(a, e) for a, e in zip(answers, exs))}
             if name == "chain":
                 row["trace"] = fmean(factworld.score(a, e.answer) for a, e in zip(answers, exs))
+                row["strict"] = fmean(factworld.strict_trace(a, e.answer) for a, e in zip(answers, exs))
                 row["steps"] = fmean(fmean(factworld.trace_steps(a, e.answer)) for a, e in zip(answers, exs))
                 row["hops"] = fmean(fmean(factworld.chain_steps(e.prompt, a)) for a, e in zip(answers, exs))
                 row["words"] = fmean(len(_words(a)) for a in answers)

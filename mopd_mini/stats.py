@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from statistics import fmean
 
 # two-sided 95% quantiles of Student's t, t_{0.975, df}, for df = 1..30 (standard tables)
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
@@ -202,3 +203,30 @@ def interval_text(p: dict, digits: int = 3) -> str:
         return "-"
     body = f"{p['diff']:+.{digits}f}"
     return body + (f" ± {p['half']:.{digits}f}" if not math.isnan(p["half"]) else "")
+
+
+def fisher_greater(a: int, b: int, c: int, d: int) -> float:
+    """One-sided Fisher exact test of the 2 x 2 table [[a, b], [c, d]] (rows: predicted yes, no;
+    columns: observed yes, no): P(X >= a) for X hypergeometric with the table's margins fixed.
+    Small when prediction and outcome agree more often than their margins make likely."""
+    row, other, col, n = a + b, c + d, a + c, a + b + c + d
+    return sum(math.comb(row, x) * math.comb(other, col - x) for x in range(a, min(row, col) + 1)) / math.comb(n, col)
+
+
+def balanced_accuracy(scores: Sequence[float], outcome: Sequence[bool], tau: float) -> float:
+    """The mean of the true-positive and true-negative rates of the rule "score > tau predicts the
+    outcome"; NaN when one class is empty."""
+    pos = [s > tau for s, o in zip(scores, outcome) if o]
+    neg = [s <= tau for s, o in zip(scores, outcome) if not o]
+    return (fmean(pos) + fmean(neg)) / 2 if pos and neg else float("nan")
+
+
+def best_threshold(scores: Sequence[float], outcome: Sequence[bool]) -> float:
+    """The tau that maximises balanced_accuracy over the candidates 0 and the midpoints between
+    consecutive distinct scores; ties go to the smallest tau. A ValueError when one class is empty
+    (no threshold can be chosen)."""
+    if all(outcome) or not any(outcome):
+        raise ValueError("both outcomes are needed to choose a threshold")
+    xs = sorted(set(scores))
+    candidates = sorted({0.0, *((u + v) / 2 for u, v in zip(xs, xs[1:]))})
+    return max(candidates, key=lambda t: (balanced_accuracy(scores, outcome, t), -t))

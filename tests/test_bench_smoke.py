@@ -319,3 +319,68 @@ def test_matched_each_T_names_the_machine_that_ran_it():
         assert "Some Other CPU" not in sec
     one = {**rep, "by_T": {k: {**v, "machine": rep["machine"]} for k, v in rep["by_T"].items()}}
     assert "Machine: Some Other CPU" in matched.results_markdown(one)
+
+
+def test_regimes_arm2b_and_memory_cures_quick_choose_on_val_record_stuck_and_resume(monkeypatch, tmp_path):
+    """bench.regimes --quick --arm 2b (one seed; the choice's tie-break trains seed 1) and
+    --arm memory-cures: every gridded method's setting chosen on val by bench/study.py's runner
+    and recorded, a record per (method, seed) at the chosen setting (its own adapter), the chain
+    at arm 2b's depths 2-6 with the strict trace, the stuck share and the machine on every MOPD
+    record, each seed's gate; a re-run chooses and trains nothing; `--arm 2` is untouched."""
+    monkeypatch.delenv("MOPD_FAST", raising=False)
+    runs = importlib.import_module("mopd_mini.runs")
+    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "runs")
+    regimes = importlib.import_module("bench.regimes")
+    out = tmp_path / "docs"
+    data = regimes.main(["--quick", "--quiet", "--arm", "2b", "--seeds", "0", "--out", str(out)])
+    choice = data["choices"]["2b"]
+    assert set(choice["chosen"]) == set(regimes.ARM2B.grids) and "beta" in choice["chosen"]["mopd_jsd"]
+    assert len(choice["grid"]["mopd_kl"]) >= 3          # the quick grid's two rates, then past the edge
+    assert {k for k in data["runs"] if k.startswith("2b|")} == {f"2b|{m.key}|0" for m in regimes.ARM2B.methods}
+    kl = data["runs"]["2b|mopd_kl|0"]
+    assert kl["adapter"] == regimes.with_setting(regimes.ARM2B.methods[5], choice["chosen"]["mopd_kl"]).name
+    assert {r["length"] for r in kl["test"]} == {2, 3, 4, 5, 6} and all("strict" in r for r in kl["test"])
+    assert kl["machine"] and set(kl["stuck"]["chain"]) and "share_window" in next(iter(kl["stuck"]["chain"].values()))
+    for cure, _, fields in regimes.CURES:
+        rec = data["runs"][f"2b|{cure}|0"]
+        assert rec["settings"]["loss"] == fields["loss"] and rec["stuck"] is not None
+    assert regimes.get_domains(("chain",))["chain"].train_lengths == (2, 3)   # the variant does not leak
+    lines = regimes.gate_every_seed_line(data, regimes.ARM2B)
+    assert len(lines) == 1 and lines[0].startswith("gate G2b seed 0: L2")
+    monkeypatch.setattr(regimes, "run_job", lambda *a: (_ for _ in ()).throw(AssertionError("re-trained")))
+    monkeypatch.setattr(regimes.study, "choose", lambda *a: (_ for _ in ()).throw(AssertionError("re-chosen")))
+    again = regimes.main(["--quick", "--quiet", "--arm", "2b", "--seeds", "0", "--out", str(out)])
+    assert again["runs"]["2b|mopd_kl|0"] == kl
+    monkeypatch.undo()
+    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "runs")
+    mem = regimes.main(["--quick", "--quiet", "--arm", "memory-cures", "--seeds", "0", "--out", str(out)])
+    assert {k for k in mem["runs"] if k.startswith("memory-cures|")} == \
+        {f"memory-cures|{m.key}|0" for m in regimes.ARM_MEMORY.methods}
+    assert mem["runs"]["memory-cures|teacher_memory|0"]["settings"]["steps"] == regimes.QUICK["steps"]
+    assert "off_support" in next(iter(mem["runs"]["memory-cures|mopd_topk_support|0"]["stuck"]["memory"].values()))
+
+
+def test_regimes_arm2b_declares_the_registered_protocol():
+    """Arm 2b's table is the amendment's: the 7-cycle chain trained at depths 2-5 with 6 held out,
+    every trained method on the one rate grid (jsd's with the stated betas), the students at 400
+    steps, the four cures as valid MOPDConfig settings, the gate on every seed at every compared
+    depth; memory-cures reads arm 1's memory teacher at its gate's 400 steps."""
+    regimes = importlib.import_module("bench.regimes")
+    import mopd_mini as mm
+    assert regimes.CHAIN_DEEP.train_lengths == (2, 3, 4, 5) and regimes.CHAIN_DEEP.held_out == (6,)
+    assert regimes.CHAIN_DEEP.knobs["cycle"] == 7
+    trained = {m.key for m in regimes.ARM2B.methods if m.trainer != "base"}
+    assert set(regimes.ARM2B.grids) == trained and len(trained) == 12
+    assert all([g["lr"] for g in regimes.ARM2B.grids[k]] == list(regimes.LR_GRID) for k in trained - {"mopd_jsd"})
+    assert {(g["lr"], g["beta"]) for g in regimes.ARM2B.grids["mopd_jsd"]} == \
+        {(lr, b) for lr in regimes.LR_GRID for b in regimes.JSD_BETAS}
+    ms = {m.key: m for m in regimes.ARM2B.methods}
+    assert all(m.settings["steps"] == 400 for k, m in ms.items() if m.trainer == "mopd")
+    assert ms["sft_teacher"].settings["prompts_per_domain"] == 3200 and ms["grpo"].settings["steps"] == 200
+    for key, _, fields in regimes.CURES:
+        assert ms[key].teachers == {"chain": "sft_teacher"}
+        mm.MOPDConfig.for_model("tiny", domains=("chain",), teachers={"chain": "t"}, **fields).check()
+    g = regimes.ARM2B.gate_every_seed
+    assert (g.method, g.lengths, g.threshold) == ("sft_teacher", (2, 3, 4, 5), 0.80)
+    mem = {m.key: m for m in regimes.ARM_MEMORY.methods}
+    assert mem["teacher_memory"].settings["steps"] == 400 and set(regimes.ARM_MEMORY.grids) == set(mem) - {"base", "teacher_memory"}

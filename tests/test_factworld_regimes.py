@@ -420,13 +420,43 @@ def test_starting_points_diagnostics(monkeypatch):
     rows = regimes.starting_points(None, None, n=3)
     assert [(r["domain"], r["length"]) for r in rows] == [(d, L) for d, dom in REGIME_DOMAINS.items() for L in dom.eval_lengths]
     for r in rows:
-        assert r["acc"] == 1 and r.get("trace", 1) == r.get("steps", 1) == r.get("hops", 1) == 1
+        assert r["acc"] == 1 and r.get("trace", 1) == r.get("strict", 1) == r.get("steps", 1) == r.get("hops", 1) == 1
         assert r.get("map", 0) == r.get("copy", 0) == 0
     for e in [e for L in (2, 3, 4, 5) for e in REGIME_DOMAINS["conflict"].examples("test", L, 3)]:
         answers[e.prompt] = f"v{ORIGINAL_MAP[read_facts(e.prompt)[1]]}."
     for r in regimes.starting_points(None, None, n=3, domains={"conflict": REGIME_DOMAINS["conflict"]}):
         assert (r["acc"], r["map"]) == (0, 1)
     assert "| chain | 2 | 3 | 1.00 | 1.00 |" in regimes.format_rows(rows)
+
+
+def test_the_strict_trace_is_the_gold_through_its_end_and_the_prefix_match_is_not():
+    """strict_trace: a right trace that keeps going is wrong (0) where the prefix match (relaxed)
+    passes it (1); the exact trace with its period passes both; a trace that stops early, or
+    without its period, or with one wrong node fails strict."""
+    gold = "g5 g0 g4."
+    assert (factworld.strict_trace("g5 g0 g4.", gold), factworld.score("g5 g0 g4.", gold)) == (1, 1)
+    assert (factworld.strict_trace("g5 g0 g4. g3 g2 g1.", gold), factworld.score("g5 g0 g4. g3 g2 g1.", gold)) == (0, 1)
+    assert (factworld.strict_trace("g5 g0 g4 g3", gold), factworld.score("g5 g0 g4 g3", gold)) == (0, 1)
+    assert factworld.strict_trace("**g5** g0 g4.", gold) == 1                       # relaxed's decoration cleaning
+    for wrong in ("g5 g0.", "g5 g0 g4", "g5 g1 g4.", "", "g4."):
+        assert factworld.strict_trace(wrong, gold) == 0, wrong
+    with pytest.raises(ValueError, match="empty gold"):
+        factworld.strict_trace("g1.", " ")
+    ex = REGIME_DOMAINS["chain"].examples("test", 3, 1)[0]
+    over = ex.answer + " " + ex.answer.split()[1]                                 # the trace, then one more node
+    assert factworld.strict_trace(ex.answer, ex.answer) == 1 and factworld.strict_trace(over, ex.answer) == 0
+
+
+def test_starting_points_report_the_strict_trace_beside_the_prefix_match(monkeypatch):
+    """mopd_mini.regimes' chain rows: an over-running answer scores trace (the prefix match) 1 and
+    strict 0; the final-answer accuracy is 0 too (its last token is the extra node)."""
+    from mopd_mini import regimes
+
+    chain = {"chain": REGIME_DOMAINS["chain"]}
+    over = {e.prompt: e.answer + " " + e.answer.split()[0] for e in chain["chain"].examples("test", 2, 4)}
+    monkeypatch.setattr(regimes, "generate_answers", lambda m, t, prompts, **k: [over.get(p, "g0.") for p in prompts])
+    row = next(r for r in regimes.starting_points(None, None, n=4, domains=chain) if r["length"] == 2)
+    assert (row["trace"], row["strict"], row["acc"]) == (1, 0, 0)
 
 
 def test_the_chain_reward_is_the_final_answer_only(tiny):

@@ -129,3 +129,25 @@ def test_reading_and_equivalence():
     assert stats.reading(stats.paired([1.0], [0.0])) == "not resolved (1 seed: no interval)"
     s = stats.spread([0.0, 0.1, 17.6])
     assert s["median"] == 0.1 and s["max"] == 17.6 and s["mean"] == pytest.approx(5.9)
+
+
+def test_fisher_greater_against_the_hypergeometric_by_hand():
+    """[[3, 0], [0, 3]]: 3 of 6 predicted, the same 3 observed: P = 1 / C(6, 3) = 0.05; a table with
+    no agreement beyond its margins is not small; the sum over every table is 1 (a = 0 side)."""
+    assert stats.fisher_greater(3, 0, 0, 3) == pytest.approx(1 / 20)
+    assert stats.fisher_greater(2, 1, 1, 2) == pytest.approx((9 + 1) / 20)   # C(3,2)C(3,1) + C(3,3)C(3,0)
+    assert stats.fisher_greater(0, 3, 3, 0) == pytest.approx(1.0)
+    assert stats.fisher_greater(1, 1, 1, 1) > 0.5
+
+
+def test_the_threshold_is_chosen_by_balanced_accuracy_with_ties_to_the_smallest():
+    """Separable shares: the midpoint between the highest success and the lowest failure; one
+    class alone: refused; a tie between candidates: the smallest."""
+    shares = [0.0, 0.01, 0.02, 0.30, 0.40]
+    failed = [False, False, False, True, True]
+    tau = stats.best_threshold(shares, failed)
+    assert tau == pytest.approx(0.16) and stats.balanced_accuracy(shares, failed, tau) == 1.0
+    assert stats.best_threshold([0.0, 0.5, 0.6, 0.9], [False, True, True, True]) == 0.0   # 0 and 0.25 both perfect
+    assert math.isnan(stats.balanced_accuracy([0.1, 0.2], [True, True], 0.15))
+    with pytest.raises(ValueError, match="both outcomes"):
+        stats.best_threshold([0.1, 0.2], [False, False])
