@@ -9,6 +9,8 @@ per-repetition ratios, with the medians of the raw times beside it.
 
 from __future__ import annotations
 
+import argparse
+
 import dataclasses
 import gc
 import json
@@ -80,6 +82,22 @@ def in_processes(module: str, jobs: list, workers: int, argv_of) -> None:
     if failed:
         raise SystemExit(f"{failed} worker process(es) of {module} failed; run the same command again "
                          "(finished runs reload)")
+
+
+def step_bench_args(description: str, argv=None) -> argparse.Namespace:
+    """The flags the step benches share (bench.levers, bench.loss_step): --steps per run (the first
+    not counted), --reps, --threads (set here), --quick (3 steps, 1 repetition) and --no-write."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--steps", type=int, default=11, help="steps per run (the first is not counted)")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--no-write", action="store_true")
+    args = p.parse_args(argv)
+    set_threads(args.threads)
+    if args.quick:
+        args.steps, args.reps = 3, 1
+    return args
 
 
 def set_threads(n: int | None) -> None:

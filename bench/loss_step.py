@@ -15,12 +15,11 @@ losses alone.
 
 from __future__ import annotations
 
-import argparse
 import os
 
 import torch
 
-from .common import make_bank, median, ms, print_and_write, section_head, set_threads
+from .common import make_bank, median, ms, print_and_write, section_head, step_bench_args
 from .trainer_step import per_step
 
 VARIANTS = {  # name: MOPDConfig overrides
@@ -40,16 +39,7 @@ GOAL = 1.1
 def main(argv=None, write: bool = True) -> dict:
     from mopd_mini import MOPDConfig, train_student
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=11, help="steps per run (the first is not counted)")
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--no-write", action="store_true")
-    args = p.parse_args(argv)
-    set_threads(args.threads)
-    if args.quick:
-        args.steps, args.reps = 3, 1
+    args = step_bench_args(__doc__.split("\n")[0], argv)
     bank = make_bank("tiny")
     common = dict(steps=args.steps, eval_every=0, experiment=None, progress=False, track_steps=())
     names = list(VARIANTS)

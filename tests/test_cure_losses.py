@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from mopd_mini.losses import jsd_loss, reverse_kl, soft_label_kl, topk_reverse_kl
+from test_losses import B, T, random_mask, reference_mean  # the same (B, T) mask and aggregation as the other losses
 
-B, T, V = 3, 5, 11
+V = 11
 
 # the 3-token categorical of the hand computations: student and teacher probabilities
 P_S = [0.7, 0.2, 0.1]
@@ -29,19 +30,6 @@ def grad_of(loss_fn, p_S=P_S, p_T=P_T) -> list[float]:
     loss, _ = loss_fn(s, logits_of(p_T), torch.ones(1, 1))
     loss.backward()
     return s.grad[0, 0].tolist()
-
-
-def random_mask():
-    g = torch.Generator().manual_seed(0)
-    mask = (torch.rand(B, T, generator=g) < 0.6).double()
-    mask[0, 0] = 1.0
-    mask[1] = 0.0
-    return mask
-
-
-def reference_mean(x, mask):
-    per_seq = [x[b][mask[b].bool()].mean() for b in range(len(x)) if mask[b].any()]
-    return sum(per_seq) / len(per_seq)
 
 
 def reference_jsd(s, t, beta):
