@@ -37,7 +37,7 @@ import transformers  # noqa: E402
 
 import factworld  # noqa: E402
 from mopd_mini import (AdapterBank, Domain, GRPOConfig, MOPDConfig, evaluate, load_base, losses, runs,  # noqa: E402
-                       teachers, train_student, train_teacher)
+                       routing, train_student, train_teacher)
 from mopd_mini.adapters import ORIGIN_FILE  # noqa: E402
 from mopd_mini.merge import merge as merge_adapters  # noqa: E402
 from mopd_mini.models import QWEN3_ID, TINY_DIR, _quantization_config, tiny_config  # noqa: E402
@@ -143,7 +143,7 @@ def nonfinite(kind: str) -> dict:
 
 # the tests that cover each case, as "<file letter>:<test>" (expanded by `tests_cell`)
 TEST_FILES = {"R": "test_reliability", "T": "test_trainers", "A": "test_adapters", "L": "test_losses",
-              "M": "test_models", "F": "test_factworld", "C": "test_rollout", "N": "test_teachers",
+              "M": "test_models", "F": "test_factworld", "C": "test_rollout", "N": "test_routing",
               "O": "test_no_overwrite", "X": "test_export_safety", "E": "test_export"}
 V = len(TINY[1])
 
@@ -184,7 +184,7 @@ CASES = [
      lambda: train_student(bank(), student(topk=10_000))),
     ("numbers", "teachers.score(..., k=10000)", "teachers.summarise", ValueError,
      "N:test_k_outside_the_vocabulary_is_refused",
-     lambda: teachers.score(bank(), _rollout(), {"binding": "teacher_binding", "recall": "teacher_recall"},
+     lambda: routing.score(bank(), _rollout(), {"binding": "teacher_binding", "recall": "teacher_recall"},
                             k=10_000)),
     ("numbers", "losses.topk_reverse_kl with k > V", "losses.topk_reverse_kl", ValueError, "L:test_validation_errors",
      lambda: losses.topk_reverse_kl(torch.zeros(1, 1, 4), torch.zeros(1, 1, 5, dtype=torch.long),

@@ -364,7 +364,7 @@ class Steps:
     def mopd(self, model, seed: int = 0, score=None) -> dict:
         """`score`: what scores the rollout in place of the routed adapters (`teachers.score`'s
         signature), e.g. separate teacher models (bench.peers.separate_scorer)."""
-        from mopd_mini import teachers as routing
+        from mopd_mini import routing
         from mopd_mini.distill import mopd_objective
         from mopd_mini.rollout import completion_logits, sample
         from mopd_mini.runs import guarded_step

@@ -27,7 +27,7 @@ def plain_adamw(params, lr, weight_decay=0.0):
 
 
 def variants():
-    from mopd_mini import distill, grpo, teachers
+    from mopd_mini import distill, grpo, routing
 
     def never(model, checkpointing):
         return False
@@ -35,7 +35,7 @@ def variants():
     return {"all on": [],
             "prefill once off (two passes, train/eval toggles)": [(distill, "prefill_reusable", never), (grpo, "prefill_reusable", never)],
             "fused AdamW off (plain AdamW)": [(distill, "adamw", plain_adamw), (grpo, "adamw", plain_adamw)],
-            "merged teacher weights off (low-rank routed pass)": [(teachers, "MERGED_LIMIT", -1)]}
+            "merged teacher weights off (low-rank routed pass)": [(routing, "MERGED_LIMIT", -1)]}
 
 
 def main(argv=None, write: bool = True) -> dict:

@@ -96,7 +96,7 @@ def separate_scorer(models: dict):
     runs over its own domain's rows (no grad), the logits are gathered into one (B, C, V) block and
     summarised as the routed scores are."""
     from mopd_mini.rollout import completion_logits
-    from mopd_mini.teachers import summarise
+    from mopd_mini.routing import summarise
 
     @torch.no_grad()
     def score(bank, rollout, route, mode=None, k: int = 64):
@@ -265,7 +265,7 @@ def ceiling(bank, batch: int, reps: int) -> dict:
     free on both sides: TRL runs the student's prefill to sample, the merged teacher, and the
     training pass; this library runs the training pass (whose prompt prefill is the sampler's) and
     the routed teacher. Both teachers score the completion positions only."""
-    from mopd_mini import teachers as routing
+    from mopd_mini import routing
     from mopd_mini.rollout import completion_logits
 
     cfg = lib_config(("binding",), batch, 1)
@@ -329,7 +329,7 @@ def kl_agreement(bank) -> dict:
     head gives it exactly the logits that reverse_kl sees."""
     from trl.kernels.chunked_divergence import ChunkedDivergenceFunction
 
-    from mopd_mini import teachers as routing
+    from mopd_mini import routing
     from mopd_mini.losses import reverse_kl
     from mopd_mini.rollout import completion_logits, sample
 

@@ -27,7 +27,7 @@ import torch  # noqa: E402
 import mopd_mini as mm  # noqa: E402
 from mopd_mini import plots  # noqa: E402
 from mopd_mini.stats import mean_sd  # noqa: E402
-from mopd_mini.evaluate import domain_score  # noqa: E402
+from mopd_mini.evaluation import domain_score  # noqa: E402
 
 DOCS = Path("docs")
 FIGURES = DOCS / "figures"

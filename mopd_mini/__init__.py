@@ -7,14 +7,22 @@ teacher, minimising the per-token reverse KL. The tree reads as the pipeline:
     models, tokenizer   the base (tiny, shipped; or Qwen3-1.7B)     load_base
     adapters            the LoRA bank on that base                  AdapterBank
     rollout             prompts, on-policy sampling, masks          sample, generate_answers
-    teachers            routed teacher scoring                      teachers.score
+    routing             routed teacher scoring                      routing.score
     losses              pg_loss, topk_reverse_kl, reverse_kl        (pure tensor functions)
     grpo, distill       stage 2 (teachers) and stage 3 (MOPD)       train_teacher, train_student
-    evaluate            accuracy, floors, the normalised score      evaluate, normalised_scores
+    evaluation          accuracy, floors, the normalised score      evaluate, normalised_scores
     offline, cost       RFT / soft-label baselines; what runs cost  train_offline, collect, cost
 
 The names below are imported on first use (PEP 562), so `import mopd_mini.cli` and
 `mopd-mini --help` do not import torch; `mopd_mini.X` and `from mopd_mini import X` work as usual.
+
+`mopd_mini.evaluate` is the function. The evaluation module is `mopd_mini.evaluation`; its old path
+`mopd_mini.evaluate` is kept for one release as an alias module registered in sys.modules when the
+package is imported (`_old_evaluate_module`), not as a file: a submodule file of that name would be
+bound on the package by the import system and hide the function. The alias imports nothing until a
+name is asked of it, then warns (DeprecationWarning) and gives mopd_mini.evaluation's object, so
+`from mopd_mini.evaluate import accuracy_by_length` keeps working and `import mopd_mini.evaluate`
+leaves `mopd_mini.evaluate` the function.
 """
 
 import logging
@@ -45,7 +53,7 @@ def _load_all() -> None:
     from .adapters import BASE, AdapterBank, LoraSettings
     from .distill import MOPDConfig, train_student
     from .domains import DOMAINS, Domain, get_domains
-    from .evaluate import evaluate, format_scores, format_table, normalised_scores  # the function, not the module
+    from .evaluation import evaluate, format_scores, format_table, normalised_scores  # the function, not the module
     from .grpo import GRPOConfig, train_teacher
     from .models import QWEN3_ID, QWEN3_RANDOM, TINY, load_base
     from .rollout import generate_answers, sample
@@ -68,15 +76,22 @@ def __dir__():
     return sorted(set(globals()) | set(__all__))
 
 
-class _Package(types.ModuleType):
-    """The package module: `mopd_mini.evaluate` is the function `evaluate`, as with the eager imports
-    this package used to do, even when the submodule mopd_mini.evaluate is imported first (the
-    import system binds a submodule on its package; that one binding is skipped)."""
+def _old_evaluate_module() -> types.ModuleType:
+    """The alias module at the old path mopd_mini.evaluate (see the package docstring)."""
+    alias = types.ModuleType(f"{__name__}.evaluate", "Deprecated alias of mopd_mini.evaluation (one release).")
 
-    def __setattr__(self, name, value):
-        if name == "evaluate" and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
+    def old_path(name: str):
+        if name.startswith("__") and name != "__all__":  # module probes (__file__, __path__, ...): an alias has none
+            raise AttributeError(name)
+        warnings.warn(f"mopd_mini.evaluate as a module is deprecated and will be removed in the next release: "
+                      f"import {name} from mopd_mini.evaluation (mopd_mini.evaluate is the function)",
+                      DeprecationWarning, stacklevel=2)
+        from . import evaluation
+
+        return getattr(evaluation, name)
+
+    alias.__getattr__ = old_path
+    return alias
 
 
-sys.modules[__name__].__class__ = _Package
+sys.modules.setdefault(f"{__name__}.evaluate", _old_evaluate_module())

@@ -30,7 +30,7 @@ from dataclasses import replace
 import torch
 
 from . import stats
-from . import teachers as routing
+from . import routing
 from .adapters import BASE, AdapterBank
 from .distill import MOPDConfig, train_student
 from .domains import get_domains

@@ -183,7 +183,7 @@ class AdapterBank:
 
     def add_foreign(self, name: str, bank: "AdapterBank", adapter: str, allow_foreign: bool = False) -> None:
         """Register `adapter` of ANOTHER bank (another base) as a teacher called `name`: routing
-        (`teachers.score`) then sends a domain's rows to that model. Refused when the tokenizers
+        (`routing.score`) then sends a domain's rows to that model. Refused when the tokenizers
         differ (always) or, unless `allow_foreign=True`, when the bases differ."""
         bank.check(adapter)
         check_adapter_name(name)
@@ -381,7 +381,7 @@ class AdapterBank:
 
     def compact(self, name: str) -> torch.dtype:
         """Hold the adapter `name` in the base's dtype when that is a 16-bit float (bf16, fp16): half
-        the bytes of peft's fp32 adapter, and in the routed pass (mopd_mini.teachers) its update is
+        the bytes of peft's fp32 adapter, and in the routed pass (mopd_mini.routing) its update is
         one fused addmm into the base's output. For a FROZEN adapter (a teacher): the rounding to 16
         bits is done once and its scores then differ from the fp32 adapter's by about what the bf16
         base's own rounding does (tests/test_compact.py measures both), and the bank refuses to train

@@ -457,7 +457,7 @@ def check_output(folder: Path, name: str, inputs: tuple[str, ...] = (), force: b
     the command trains teachers), an adapter that no resumable run owns (a teacher copied in, a
     merge, ...; unless `force`, for merge), nor a run of another trainer than `role`."""
     from . import DOMAINS
-    from .evaluate import TEACHER_OF
+    from .evaluation import TEACHER_OF
 
     if name in inputs:
         raise ValueError(f"{name!r} is both an input of this command and the adapter it writes; give "
@@ -596,7 +596,7 @@ def cmd_cascade(args) -> int:
     """Cascade RL as the course runs it: GRPO on --domain started from --init-from, named
     cascade_<first>_<domain>, with the first stage's domains kept in the evaluation."""
     from . import GRPOConfig
-    from .evaluate import TEACHER_OF
+    from .evaluation import TEACHER_OF
 
     source = getattr(args, "from_experiment", None) or GRPOConfig.for_model(
         args.model, **config_values(GRPOConfig, args)).experiment
@@ -710,7 +710,7 @@ def evaluate_folder(args) -> str:
     check_model(args.model)
     from . import BASE, evaluate, format_scores, format_table, normalised_scores
     from .domains import get_domains
-    from .evaluate import TEACHER_OF
+    from .evaluation import TEACHER_OF
 
     domains = get_domains(args.domains)   # the course's by default; the regime study's by name
     bank = _bank(args, folder, names)

@@ -59,10 +59,10 @@ from tqdm.auto import tqdm
 
 from . import cost
 from . import diagnostics
-from . import teachers as routing
+from . import routing
 from .adapters import AdapterBank
 from .domains import get_domains
-from .evaluate import TEACHER_OF, accuracy_by_length
+from .evaluation import TEACHER_OF, accuracy_by_length
 from .losses import (jsd_loss, masked_mean, pg_loss, policy_gradient_loss, reverse_kl, soft_label_kl,
                      topk_reverse_kl)
 from .rollout import (Rollout, check_budget, completion_logits, concat, pack, prefill_reusable, sample,

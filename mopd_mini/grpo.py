@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 from . import cost
 from .adapters import AdapterBank
 from .domains import get_domains
-from .evaluate import TEACHER_OF, accuracy_by_length
+from .evaluation import TEACHER_OF, accuracy_by_length
 from .losses import group_advantages, policy_gradient_loss
 from .rollout import check_budget, completion_logits, prefill_reusable, sample, token_logprobs
 from .runs import Run, adamw, check_loop, guarded_step, preset, train_mode

@@ -52,10 +52,10 @@ from tqdm.auto import tqdm
 import factworld
 
 from . import cost
-from . import teachers as routing
+from . import routing
 from .adapters import AdapterBank, atomic_write
 from .domains import get_domains
-from .evaluate import TEACHER_OF, accuracy_by_length
+from .evaluation import TEACHER_OF, accuracy_by_length
 from .losses import sft_loss, soft_label_kl
 from .rollout import completion_logits, pack, sample
 from . import runs

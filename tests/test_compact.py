@@ -10,7 +10,7 @@ rounding of every activation (the "floor", measured 3.9e-3); compacting the adap
 rounding of their weights and of the rank-16 intermediate A x, roundings of the same kind, and
 measured: compacted vs fp32 adapters 3.9e-3 (1.01x the floor), compacted vs the fp32 model 4.1e-3
 (1.07x: the two roundings do not add up), compacted mixed (the fused addmm of
-`teachers._routed_lora_forward`) vs swap (peft's own forward) 2.8e-3 (0.72x). Each is bounded by
+`routing._routed_lora_forward`) vs swap (peft's own forward) 2.8e-3 (0.72x). Each is bounded by
 BOUND = 2x the floor: compacting costs what bf16 itself already does, with room for another CPU's
 kernels. The bound is not loose against a real bug: the teachers move the log-probs off the base's
 by far more (measured 0.38, about 97x the floor; asserted > 10x the bound), so a dropped or
@@ -24,7 +24,7 @@ import safetensors.torch
 import torch
 
 import factworld
-from mopd_mini import AdapterBank, MOPDConfig, load_base, teachers, train_student
+from mopd_mini import AdapterBank, MOPDConfig, load_base, routing, train_student
 from mopd_mini.models import QWEN3_RANDOM
 from mopd_mini.rollout import sample
 
@@ -77,26 +77,26 @@ def _bytes(bank, name) -> int:
 
 
 def _fused(monkeypatch) -> list[bool]:
-    """Record what `teachers._fusable` answers in each routed LoRA layer."""
-    seen, real = [], teachers._fusable
-    monkeypatch.setattr(teachers, "_fusable", lambda *a: seen.append(real(*a)) or seen[-1])
+    """Record what `routing._fusable` answers in each routed LoRA layer."""
+    seen, real = [], routing._fusable
+    monkeypatch.setattr(routing, "_fusable", lambda *a: seen.append(real(*a)) or seen[-1])
     return seen
 
 
 def test_compacted_scores_agree_with_fp32_adapters_within_the_bf16_floor(banks, rollout, monkeypatch):
     bank, ref = banks
     mask = rollout.completion_mask.bool()
-    exact = teachers.score(ref, rollout, TEACHERS, k=8).logprobs[mask]         # fp32 model, fp32 adapters
+    exact = routing.score(ref, rollout, TEACHERS, k=8).logprobs[mask]         # fp32 model, fp32 adapters
     fused = _fused(monkeypatch)
-    fp32_adapters = teachers.score(bank, rollout, TEACHERS, k=8).logprobs[mask]
+    fp32_adapters = routing.score(bank, rollout, TEACHERS, k=8).logprobs[mask]
     assert fused and not any(fused)          # fp32 adapters on a bf16 base: the cast-and-add path
     for name in TEACHERS.values():
         assert bank.compact(name) == torch.bfloat16
     fused.clear()
-    mixed = teachers.score(bank, rollout, TEACHERS, mode="mixed", k=8)
+    mixed = routing.score(bank, rollout, TEACHERS, mode="mixed", k=8)
     assert fused and all(fused)              # compacted: every layer's update is one fused addmm
-    swap = teachers.score(bank, rollout, TEACHERS, mode="swap", k=8)           # peft's own forward
-    base = teachers.score(bank, rollout, {d: "base" for d in TEACHERS}, k=8).logprobs[mask]
+    swap = routing.score(bank, rollout, TEACHERS, mode="swap", k=8)           # peft's own forward
+    base = routing.score(bank, rollout, {d: "base" for d in TEACHERS}, k=8).logprobs[mask]
     effect = (fp32_adapters - base).abs().max().item()       # what the teachers change at all
     floor = (fp32_adapters - exact).abs().max().item()
     compact = (mixed.logprobs[mask] - fp32_adapters).abs().max().item()

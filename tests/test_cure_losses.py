@@ -219,17 +219,17 @@ def test_support_matching_matches_reference_and_ignores_the_mass_off_the_set():
 
 def test_a_cure_not_chosen_is_not_computed_and_the_exact_kl_is_always_logged(teacher_bank, mixed_examples,
                                                                              monkeypatch):
-    from mopd_mini import distill, teachers
+    from mopd_mini import distill, routing
     from mopd_mini.distill import FORMS, MOPDConfig, mopd_objective
     from mopd_mini.rollout import completion_logits, sample
-    from mopd_mini.evaluate import TEACHER_OF
+    from mopd_mini.evaluation import TEACHER_OF
     bank = teacher_bank
     with bank.use("teacher_binding") as model:
         rollout = sample(model, bank.tokenizer, mixed_examples, max_new_tokens=4,
                          generator=torch.Generator().manual_seed(1))
         logits = completion_logits(model, rollout)
     route = {d: TEACHER_OF.format(d) for d in ("binding", "recall")}
-    scores = teachers.score(bank, rollout, route, k=8)
+    scores = routing.score(bank, rollout, route, k=8)
     exact = reverse_kl(logits, scores.logits, rollout.completion_mask)[1]["kl"]
     calls = []
     real = {"soft_label_kl": distill.soft_label_kl, "jsd_loss": distill.jsd_loss}

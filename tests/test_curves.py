@@ -1,11 +1,11 @@
-"""Tests for the notebook-05 helpers in mopd_mini.evaluate: a run's logged accuracies as normalised
+"""Tests for the notebook-05 helpers in mopd_mini.evaluation: a run's logged accuracies as normalised
 scores against prompts seen, and the binomial error of a domain score."""
 
 import math
 
 import numpy as np
 
-from mopd_mini.evaluate import normalised_curve, score_error
+from mopd_mini.evaluation import normalised_curve, score_error
 
 TABLE = {"n": 100, "floor": {}, "acc": {
     "base": {"binding": {16: 0.4, 24: 0.2}, "recall": {16: 0.5}},

@@ -11,7 +11,7 @@ from mopd_mini import AdapterBank, runs
 from mopd_mini.losses import sft_loss, soft_label_kl
 from mopd_mini.offline import OfflineConfig, batch_indices, collect, train_offline
 from mopd_mini.rollout import completion_logits, pack, sample
-from mopd_mini import teachers as routing
+from mopd_mini import routing
 
 
 def config(**overrides):

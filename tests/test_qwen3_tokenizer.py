@@ -15,10 +15,10 @@ from torch import nn
 
 import factworld
 from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, load_base, train_student
-from mopd_mini import teachers, tokenizer as tokenizers
+from mopd_mini import routing, tokenizer as tokenizers
 from mopd_mini.distill import LOSSES, mopd_objective
 from mopd_mini.domains import DOMAINS
-from mopd_mini.evaluate import accuracy
+from mopd_mini.evaluation import accuracy
 from mopd_mini.models import QWEN3_RANDOM
 from mopd_mini.rollout import chat_prompt, completion_logits, encode_prompts, eos_ids, sample
 from mopd_mini.tokenizer import INSTRUCTION, is_real_qwen3
@@ -181,7 +181,7 @@ def test_routed_scoring_and_the_three_losses_at_the_real_vocabulary(qwen_bank):
     with bank.use("student") as model:
         rollout = sample(model, bank.tokenizer, examples, max_new_tokens=4, generator=torch.Generator().manual_seed(1))
     mask = rollout.completion_mask
-    teacher = teachers.score(bank, rollout, TEACHERS, mode="mixed", k=64)
+    teacher = routing.score(bank, rollout, TEACHERS, mode="mixed", k=64)
     assert teacher.logits.shape == (4, mask.shape[1], 151_936)
     ids = rollout.completion_ids
     for b, ex in enumerate(examples):  # each row scored by its own domain's teacher alone

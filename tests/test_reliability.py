@@ -5,7 +5,7 @@ is touched); and a non-finite loss skips its step without touching a weight.
 Bad inputs already covered elsewhere (docs/reliability.md lists them all, with their messages):
 unknown adapter names (test_adapters), unknown loss / scoring / domain and clip, topk, temperature
 and prompts_per_domain of MOPDConfig (test_trainers), k outside the vocabulary in teacher scoring
-(test_teachers), the losses' own checks (test_losses), prompts beyond the context or the vocabulary
+(test_routing), the losses' own checks (test_losses), prompts beyond the context or the vocabulary
 (test_rollout), quantize without a GPU and a hub id offline (test_models), FactWorld knobs
 (test_factworld), a missing or corrupt adapter folder and an adapter of another base (test_adapters).
 """

@@ -7,7 +7,7 @@ import torch
 from bench.common import copies, copy_name, make_bank
 from bench.peers import separate_scorer
 from bench.scaling import decode, encode, separate_models, teacher_names
-from mopd_mini import MOPDConfig, teachers
+from mopd_mini import MOPDConfig, routing
 from mopd_mini.rollout import sample
 
 
@@ -25,7 +25,7 @@ def test_copies_route_every_row_to_its_own_teacher(four):
     assert routed.loss == cfg.loss and routed.max_new_tokens == cfg.max_new_tokens
     with four.use(routed.student) as model:
         rollout = sample(model, four.tokenizer, examples, max_new_tokens=4, generator=torch.Generator().manual_seed(0))
-    assert teachers.route_names(four, rollout, routed.route) == [copy_name(i)[1] for i in range(4) for _ in range(2)]
+    assert routing.route_names(four, rollout, routed.route) == [copy_name(i)[1] for i in range(4) for _ in range(2)]
     with pytest.raises(ValueError, match="does not split evenly"):
         copies(cfg, 3, 8)
 
@@ -37,7 +37,7 @@ def test_separate_models_score_what_the_routed_adapters_score(four):
     examples, routed = copies(cfg, 4, 8)
     with four.use(routed.student) as model:
         rollout = sample(model, four.tokenizer, examples, max_new_tokens=4, generator=torch.Generator().manual_seed(0))
-    routed_scores = teachers.score(four, rollout, routed.route, k=8)
+    routed_scores = routing.score(four, rollout, routed.route, k=8)
     separate = separate_scorer(separate_models(four, "tiny", 4, 0))(four, rollout, routed.route, k=8)
     mask = rollout.completion_mask.bool()
     assert (routed_scores.logprobs[mask] - separate.logprobs[mask]).abs().max() < 5e-5

@@ -7,7 +7,7 @@ On the branch that added the options they were made by the trainer BEFORE the op
 AdamW: equal gradients, floats equal only to rounding; the test split re-drawn for the val split)
 moved them, so at the merge they were regenerated from the merged trainer with the options off,
 whose off path is the plain `mopd_objective` branch of `train_student`; and again when the routed
-teachers began scoring with merged weights on small bases (`teachers.MERGED_LIMIT`: the same
+teachers began scoring with merged weights on small bases (`routing.MERGED_LIMIT`: the same
 scores up to fp32 rounding). To regenerate after a deliberate change to the MOPD loop:
 
     PYTHONPATH=. python tests/test_ucmopd.py      # writes tests/data/mopd_off_reference.json
@@ -53,10 +53,10 @@ if __name__ == "__main__":  # write the reference from whatever mopd_mini is on 
     REFERENCE.write_text(json.dumps({loss: reference_run(loss) for loss in ("pg", "topk")}, indent=0))
     sys.exit(0)
 
-from mopd_mini import AdapterBank, MOPDConfig, teachers, train_student  # noqa: E402
+from mopd_mini import AdapterBank, MOPDConfig, routing, train_student  # noqa: E402
 from mopd_mini.distill import ucmopd_objective  # noqa: E402
 from mopd_mini.losses import reverse_kl, topk_reverse_kl  # noqa: E402
-from mopd_mini.teachers import TeacherScores  # noqa: E402
+from mopd_mini.routing import TeacherScores  # noqa: E402
 from mopd_mini.rollout import Rollout, completion_logits, sample  # noqa: E402
 from mopd_mini.ucmopd import (Endorsement, GoldenGain, endorsement_keep_prob, endorsement_mask,  # noqa: E402
                               entropy, golden_gain_keep, positive_advantage_density)
@@ -340,13 +340,13 @@ def test_foreign_teacher_scores_its_rows(teacher_bank, other_bank, mixed_example
     rollout = sample(tiny[0], tiny[1], mixed_examples, temperature=2.0, max_new_tokens=4,
                      generator=torch.Generator().manual_seed(0))
     route = {"binding": "foreign_binding", "recall": "teacher_recall"}
-    scores = teachers.score(teacher_bank, rollout, route, mode=mode, k=8)
+    scores = routing.score(teacher_bank, rollout, route, mode=mode, k=8)
     for domain, bank, adapter in (("binding", other_bank, "teacher_binding"), ("recall", teacher_bank, "teacher_recall")):
         rows = [i for i, d in enumerate(rollout.domains) if d == domain]
         with bank.use(adapter) as model, torch.no_grad():
             alone = completion_logits(model, rollout.rows(rows))
         torch.testing.assert_close(scores.logits[rows], alone, rtol=0, atol=1e-5)
-    own = teachers.score(teacher_bank, rollout, TEACHERS, mode=mode, k=8)
+    own = routing.score(teacher_bank, rollout, TEACHERS, mode=mode, k=8)
     assert (own.logits - scores.logits).abs().max() > 1e-3   # it is not the bank's own binding teacher
 
 

@@ -1,4 +1,4 @@
-"""Tests for mopd_mini.teachers: routed scoring equals each teacher scoring its own rows, the two
+"""Tests for mopd_mini.routing: routed scoring equals each teacher scoring its own rows, the two
 execution modes agree, and the summaries are what their names say."""
 
 import copy
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import factworld
-from mopd_mini import BASE, AdapterBank, teachers
+from mopd_mini import BASE, AdapterBank, routing
 from mopd_mini.rollout import completion_logits, sample
 
 from conftest import TEACHERS
@@ -22,7 +22,7 @@ def rollout(tiny, mixed_examples):
 
 
 # On the tiny base the routed pass multiplies by each teacher's merged weight W + s B A
-# (teachers.MERGED_LIMIT), peft by W and then by B A: the same numbers up to fp32 rounding, which
+# (routing.MERGED_LIMIT), peft by W and then by B A: the same numbers up to fp32 rounding, which
 # reaches 1e-5 relative on the larger logits. The low-rank routed pass matches peft to 1e-5 absolute.
 MERGED = dict(rtol=1e-5, atol=1e-5)
 
@@ -37,15 +37,15 @@ def assert_scores_close(a, b, rtol=0.0):
 
 def test_teachers_differ(teacher_bank, rollout):
     """Precondition for the routing tests: the two teachers give different distributions."""
-    binding = teachers.score(teacher_bank, rollout, {"binding": "teacher_binding", "recall": "teacher_binding"})
-    recall = teachers.score(teacher_bank, rollout, {"binding": "teacher_recall", "recall": "teacher_recall"})
+    binding = routing.score(teacher_bank, rollout, {"binding": "teacher_binding", "recall": "teacher_binding"})
+    recall = routing.score(teacher_bank, rollout, {"binding": "teacher_recall", "recall": "teacher_recall"})
     assert (binding.logits - recall.logits).abs().max() > 1e-2
 
 
 def test_mixed_and_swap_agree(teacher_bank, rollout):
     """One mixed-adapter forward and one forward per teacher give the same scores (fp32, 1e-5)."""
-    mixed = teachers.score(teacher_bank, rollout, TEACHERS, mode="mixed", k=8)
-    swap = teachers.score(teacher_bank, rollout, TEACHERS, mode="swap", k=8)
+    mixed = routing.score(teacher_bank, rollout, TEACHERS, mode="mixed", k=8)
+    swap = routing.score(teacher_bank, rollout, TEACHERS, mode="swap", k=8)
     assert mixed.logits.shape == rollout.completion_ids.shape + (teacher_bank.base.config.vocab_size,)
     assert mixed.topk_ids.shape == rollout.completion_ids.shape + (8,)
     assert_scores_close(mixed, swap, rtol=MERGED["rtol"])
@@ -54,20 +54,20 @@ def test_mixed_and_swap_agree(teacher_bank, rollout):
 def test_the_low_rank_routed_pass_agrees_to_1e5(teacher_bank, rollout, monkeypatch):
     """Without merged weights (a base over MERGED_LIMIT, e.g. Qwen3-1.7B's) the routed pass adds each
     teacher's low-rank update to the shared base matmul, and agrees with swap to 1e-5 absolute."""
-    monkeypatch.setattr(teachers, "MERGED_LIMIT", -1)
-    assert teachers.merged_weights(teacher_bank, teachers.lora_layers(teacher_bank), sorted(TEACHERS.values())) is None
-    mixed = teachers.score(teacher_bank, rollout, TEACHERS, mode="mixed", k=8)
-    swap = teachers.score(teacher_bank, rollout, TEACHERS, mode="swap", k=8)
+    monkeypatch.setattr(routing, "MERGED_LIMIT", -1)
+    assert routing.merged_weights(teacher_bank, routing.lora_layers(teacher_bank), sorted(TEACHERS.values())) is None
+    mixed = routing.score(teacher_bank, rollout, TEACHERS, mode="mixed", k=8)
+    swap = routing.score(teacher_bank, rollout, TEACHERS, mode="swap", k=8)
     assert_scores_close(mixed, swap)
 
 
 def test_merged_weights_follow_a_changed_teacher(teacher_bank, rollout, perturb):
     """The merged weights are a cache: after a teacher's adapter changes (here its weights are
     perturbed in place, as a load or an optimizer step would), routed scores follow the new adapter."""
-    before = teachers.score(teacher_bank, rollout, TEACHERS, mode="mixed", k=8)
+    before = routing.score(teacher_bank, rollout, TEACHERS, mode="mixed", k=8)
     perturb(teacher_bank, "teacher_recall", seed=99)
-    after = teachers.score(teacher_bank, rollout, TEACHERS, mode="mixed", k=8)
-    swap = teachers.score(teacher_bank, rollout, TEACHERS, mode="swap", k=8)
+    after = routing.score(teacher_bank, rollout, TEACHERS, mode="mixed", k=8)
+    swap = routing.score(teacher_bank, rollout, TEACHERS, mode="swap", k=8)
     assert (after.logits - before.logits).abs().max() > 1e-3
     assert_scores_close(after, swap, rtol=MERGED["rtol"])
 
@@ -75,7 +75,7 @@ def test_merged_weights_follow_a_changed_teacher(teacher_bank, rollout, perturb)
 @pytest.mark.parametrize("mode", ["mixed", "swap"])
 def test_each_row_is_scored_by_its_own_teacher(teacher_bank, rollout, mode):
     """Routed scores equal, per domain, that domain's teacher scoring its rows alone."""
-    routed = teachers.score(teacher_bank, rollout, TEACHERS, mode=mode, k=8)
+    routed = routing.score(teacher_bank, rollout, TEACHERS, mode=mode, k=8)
     for domain, teacher in TEACHERS.items():
         rows = [i for i, d in enumerate(rollout.domains) if d == domain]
         assert rows
@@ -86,7 +86,7 @@ def test_each_row_is_scored_by_its_own_teacher(teacher_bank, rollout, mode):
 
 def test_sampled_logprob_and_topk_are_the_log_softmax(teacher_bank, rollout):
     """logprobs = log_softmax(logits) at the sampled token; topk = the k largest of log_softmax."""
-    scores = teachers.score(teacher_bank, rollout, TEACHERS, k=5)
+    scores = routing.score(teacher_bank, rollout, TEACHERS, k=5)
     log_p = torch.log_softmax(scores.logits.double(), -1)                       # (B, C, V)
     at_token = log_p.gather(-1, rollout.completion_ids[..., None])[..., 0]
     torch.testing.assert_close(scores.logprobs.double(), at_token, rtol=0, atol=1e-5)
@@ -98,8 +98,8 @@ def test_sampled_logprob_and_topk_are_the_log_softmax(teacher_bank, rollout):
 
 def test_full_false_drops_the_logits(teacher_bank, rollout):
     """full=False returns no (B, C, V) tensor but the same log-probs and top-k."""
-    full = teachers.score(teacher_bank, rollout, TEACHERS, k=4)
-    lean = teachers.score(teacher_bank, rollout, TEACHERS, k=4, full=False)
+    full = routing.score(teacher_bank, rollout, TEACHERS, k=4)
+    lean = routing.score(teacher_bank, rollout, TEACHERS, k=4, full=False)
     assert lean.logits is None
     assert torch.equal(lean.logprobs, full.logprobs) and torch.equal(lean.topk_ids, full.topk_ids)
 
@@ -112,7 +112,7 @@ def test_scoring_keeps_the_train_flag_and_the_active_adapter(teacher_bank, rollo
         before = completion_logits(model, rollout)
         model.train()
         for mode in ("mixed", "swap"):
-            teachers.score(teacher_bank, rollout, TEACHERS, mode=mode)
+            routing.score(teacher_bank, rollout, TEACHERS, mode=mode)
             assert model.training
         model.eval()
         torch.testing.assert_close(completion_logits(model, rollout), before, rtol=0, atol=0)
@@ -122,33 +122,33 @@ def test_scoring_keeps_the_train_flag_and_the_active_adapter(teacher_bank, rollo
 def test_a_domain_without_a_teacher_is_named(teacher_bank, rollout):
     """A batch domain missing from the route raises ValueError naming it."""
     with pytest.raises(ValueError, match="recall"):
-        teachers.score(teacher_bank, rollout, {"binding": "teacher_binding"})
+        routing.score(teacher_bank, rollout, {"binding": "teacher_binding"})
 
 
 def test_a_route_to_an_unknown_adapter_is_refused(teacher_bank, rollout):
     """A route to an adapter the bank does not hold raises ValueError."""
     with pytest.raises(ValueError, match="teacher_math"):
-        teachers.score(teacher_bank, rollout, {"binding": "teacher_binding", "recall": "teacher_math"})
+        routing.score(teacher_bank, rollout, {"binding": "teacher_binding", "recall": "teacher_math"})
 
 
 def test_unknown_mode_is_refused(teacher_bank, rollout):
     """mode must be mixed or swap."""
     with pytest.raises(ValueError, match="mixed"):
-        teachers.score(teacher_bank, rollout, TEACHERS, mode="average")
+        routing.score(teacher_bank, rollout, TEACHERS, mode="average")
 
 
 @pytest.mark.parametrize("k", [0, 10_000])
 def test_k_outside_the_vocabulary_is_refused(teacher_bank, rollout, k):
     """k must be in 1..V."""
     with pytest.raises(ValueError, match="vocabulary"):
-        teachers.score(teacher_bank, rollout, TEACHERS, k=k)
+        routing.score(teacher_bank, rollout, TEACHERS, k=k)
 
 
 def test_routing_a_domain_to_the_base_works_in_both_modes(teacher_bank, rollout):
     """BASE is a valid route (bank.check accepts it): mixed and swap both score those rows with the base."""
     route = {"binding": BASE, "recall": "teacher_recall"}
-    swap = teachers.score(teacher_bank, rollout, route, mode="swap", k=8)
-    mixed = teachers.score(teacher_bank, rollout, route, mode="mixed", k=8)
+    swap = routing.score(teacher_bank, rollout, route, mode="swap", k=8)
+    mixed = routing.score(teacher_bank, rollout, route, mode="mixed", k=8)
     assert_scores_close(mixed, swap)
 
 
@@ -162,9 +162,26 @@ def test_mixed_equals_swap_on_the_full_qwen3_vocabulary(qwen_random, perturb):
     examples = [factworld.generate("binding", "test", n=1, length=4)[0],
                 factworld.generate("recall", "test", n=1, length=4)[0]] * 2
     rollout = sample(model, tok, examples, max_new_tokens=3, generator=torch.Generator().manual_seed(0))
-    mixed = teachers.score(bank, rollout, TEACHERS, mode="mixed", k=16)
-    swap = teachers.score(bank, rollout, TEACHERS, mode="swap", k=16)
+    mixed = routing.score(bank, rollout, TEACHERS, mode="mixed", k=16)
+    swap = routing.score(bank, rollout, TEACHERS, mode="swap", k=16)
     assert mixed.logits.shape[-1] == 151_936
     assert_scores_close(mixed, swap)
     log_p = torch.log_softmax(mixed.logits, -1).gather(-1, rollout.completion_ids[..., None])[..., 0]
     torch.testing.assert_close(mixed.logprobs, log_p, rtol=0, atol=1e-5)
+
+
+def test_the_old_module_name_warns_and_is_routing(monkeypatch):
+    """`mopd_mini.teachers`, the module's old name, kept one release: importing it warns with the new
+    home and gives mopd_mini.routing itself, so every name (private ones too) is the same object."""
+    import importlib
+    import sys
+
+    import mopd_mini
+
+    monkeypatch.delitem(sys.modules, "mopd_mini.teachers", raising=False)
+    monkeypatch.delattr(mopd_mini, "teachers", raising=False)
+    with pytest.warns(DeprecationWarning, match=r"mopd_mini\.routing"):
+        old = importlib.import_module("mopd_mini.teachers")
+    assert old is routing and mopd_mini.teachers is routing
+    assert old.score is routing.score and old.TeacherScores is routing.TeacherScores
+    assert old._routed_lora_forward is routing._routed_lora_forward and old.MERGED_LIMIT == routing.MERGED_LIMIT
