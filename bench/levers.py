@@ -1,4 +1,4 @@
-"""Issue 14's levers, each switched off in turn, in one process: the trainers' own step time
+"""The trainers' speed levers, each switched off in turn, in one process: the trainers' own step time
 (bench.trainer_step's clock) with everything on, with prefill once off (the two-pass path that
 tests/test_prefill_once.py keeps as its reference: `prefill_reusable` answers False), and with
 fused AdamW off (torch's plain AdamW). Runs alternate (the order rotates every repetition); each

@@ -39,7 +39,7 @@ from .common import TEACHERS, make_bank, make_rollout, ms, print_and_write, sect
 GOAL = 1.1
 RESOLVE = 0.03
 """the goal is read only when the 95% t-interval of the mean per-repetition ratio is this narrow
-(issue 21: the Qwen3 row read 1.131x, 0.958x and 0.865x on three runs of 5 repetitions)"""
+(one Qwen3 row read 1.131x, 0.958x and 0.865x on three runs of 5 repetitions: too wide to read a goal from)"""
 
 
 def rollout_for(bank, cfg, sampled: bool) -> Rollout:

@@ -1,5 +1,4 @@
-"""The verl export is all or nothing and faithful to the run (issue 22, items 2 and 3, and the
-export's unclear errors): it builds in a staging folder and renames it into place, so an export
+"""The verl export is all or nothing and faithful to the run, and says clearly why it refuses: it builds in a staging folder and renames it into place, so an export
 that fails or is killed before, during or after the teachers are written leaves `--out` as it was;
 a non-empty `--out` is refused unless --force, which replaces a previous export whole; every setting of the run is
 carried into verl's config or refused by name; and every user mistake is one line, before any write."""

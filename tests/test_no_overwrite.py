@@ -1,4 +1,4 @@
-"""Nothing is overwritten that the user did not name as the output (issue 22, items 1 and 4 to 8):
+"""Nothing is overwritten that the user did not name as the output:
 a trainer never trains over an adapter of another role, on disk or in the bank; a finished run
 re-run with other settings is refused with the difference named and its record is not rewritten;
 merge weights are finite; run folders cannot be empty or escape runs/; a foreign teacher's name
