@@ -47,7 +47,7 @@ from mopd_mini.tokenizer import build_tiny_tokenizer  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "reliability.md"
 BEGIN, END = "<!-- begin:bad-inputs -->", "<!-- end:bad-inputs -->"
-BEGIN_22, END_22 = "<!-- begin:bad-inputs-22 -->", "<!-- end:bad-inputs-22 -->"  # issue 22's cases (library)
+BEGIN_22, END_22 = "<!-- begin:bad-inputs-22 -->", "<!-- end:bad-inputs-22 -->"  # the second batch of cases (library)
 
 torch.set_num_threads(1)
 transformers.logging.set_verbosity_error()
@@ -380,7 +380,7 @@ def _rollout():
 
 
 # ---------------------------------------------------------------------------------------------
-# issue 22: nothing lost, nothing silently wrong (trainers' roles, the record, merges, names, export)
+# the second batch: nothing lost, nothing silently wrong (trainers' roles, the record, merges, names, export)
 # ---------------------------------------------------------------------------------------------
 
 

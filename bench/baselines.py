@@ -126,7 +126,7 @@ class Bench:
             cfg.experiment = self.experiment
             self.teachers[d] = mm.train_teacher(self.bank, cfg)
         stale = {d: t.ledger for d, t in self.teachers.items() if t.ledger < cost.LEDGER}
-        if stale:   # reloaded teachers whose cost/* columns older code counted (issue 23's mixed ledger)
+        if stale:   # reloaded teachers whose cost/* columns older code counted (a mixed ledger)
             warnings.warn(f"the teachers {stale} reloaded from {self.folder} were counted by cost ledger "
                           f"version(s) older than today's {cost.LEDGER}: every pipeline's teacher share would mix "
                           "code versions. Train them again in a fresh experiment, or re-count them with "

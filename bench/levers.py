@@ -60,7 +60,7 @@ def main(argv=None, write: bool = True) -> dict:
         load.append("{:.1f}".format(os.getloadavg()[0]))
         print(f"repetition {rep + 1}: " + "; ".join(f"{t} {v}: {ms(times[t][v][-1])}" for t in trainers for v in names),
               flush=True)
-    lines = [section_head("Issue 14's levers, each off in turn (tiny, this CPU)", "bench.levers", argv=argv), "",
+    lines = [section_head("The trainers' speed levers, each off in turn (tiny, this CPU)", "bench.levers", argv=argv), "",
              f"The trainers' own steps (bench.trainer_step's clock: CPU time between logged steps, the first not "
              f"counted), {args.steps} steps per run, {args.reps} repetitions alternated, {torch.get_num_threads()} "
              f"torch thread(s); load average (1 min) during: {' -> '.join(load)} (a shared machine).", "",

@@ -54,8 +54,8 @@ from .common import (Steps, gb, make_bank, median, ms, peak_rss_bytes, print_and
                      side_by_side, step_examples)
 from .trainer_step import step_clock
 
-GOAL_OF_CEILING = 0.95  # TRL's step / this library's, one teacher: >= 0.95 x the structure's ceiling (issue 21)
-GOAL_TWO = 1.4          # two TRL trainers / this library's routed step, two teachers (issue 21)
+GOAL_OF_CEILING = 0.95  # TRL's step / this library's, one teacher: >= 0.95 x the structure's ceiling
+GOAL_TWO = 1.4          # two TRL trainers / this library's routed step, two teachers
 GOAL_MEMORY = 0.45  # this library's peak / separate teachers' peak
 DEVICE = "cpu"      # --device: "cuda" on a GPU (bench.gpu_h200 --peers runs it so)
 

@@ -1,4 +1,4 @@
-"""The regime study of docs/regimes.md (issue 19): one command per arm, as pre-registered.
+"""The regime study of docs/regimes.md: one command per arm, as pre-registered.
 
     python -m bench.regimes --arm 2 --seeds 0 1 2 --workers 2     # chain: GRPO, SFT teacher, MOPD, SFT, RFT
     python -m bench.regimes --arm 1 --seeds 0 1 2 --workers 2     # conflict + memory: interference
@@ -1282,7 +1282,7 @@ def markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
 
 def five_seed_check(data: dict, arm: Arm, registered: dict) -> list[str]:
     """The comparisons again over every recorded seed, when there are more than the registered 3
-    (issue 23's rule: five seeds before a comparison is stated as a finding in a notebook summary or
+    (the matched study's rule: five seeds before a comparison is stated as a finding in a notebook summary or
     the README). The registered decisions above stay those of seeds 0, 1, 2."""
     rep = Report(data, arm, seeds=None)
     extra = [s for s in rep.seeds if s not in REGISTERED]

@@ -29,8 +29,8 @@ from .common import (Steps, machine, make_bank, median, ms, print_and_write, sec
                      side_by_side, step_examples)
 
 GOAL_OVER_FLOOR = 1.25
-"""MOPD step / SFT step <= 1.25 x the prefill-once floor computed below (issue 21). The fixed 1.5x
-of issue 14 sat under the per-call cost of the tiny model: the floor alone is 1.33x."""
+"""MOPD step / SFT step <= 1.25 x the prefill-once floor computed below. A fixed goal of 1.5x sat
+under the per-call cost of the tiny model (docs/benchmarks.md gives the floor itself)."""
 
 
 def measure(cfg: MOPDConfig, reps: int, warmup: int = 2) -> dict:
