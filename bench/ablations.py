@@ -6,9 +6,11 @@ docs/figures/ablation_*.png.
     python -m bench.ablations --seeds 0 --studies origin   # a part
     python -m bench.ablations --quick --no-write           # a smoke test of every code path (seconds)
 
-The studies are the functions of `mopd_mini.ablations` (notebook 06 runs them for one seed);
-runs live in runs/ablations/ (the other base's teacher in runs/ablations/other_strong/), so a
-re-run reloads finished ones and only evaluates again. One torch thread per process; `--workers 2`
+The studies are the functions of `mopd_mini.ablations` (notebook 06 runs them for one seed),
+and this study's own arms (`round1_control`, `specialist`, `ucmopd_own`), declared over the one
+study runner (bench.study: its workers and its store of evaluations); runs live in runs/ablations/
+(the other base's teacher in runs/ablations/other_strong/), so a re-run reloads finished ones and
+evaluates only what runs/ablations/evals.json lacks. One torch thread per process; `--workers 2`
 trains the runs in two processes (the normal students first, then the studies' own runs), and
 the main process then reloads them, evaluates and writes: the same numbers, sooner.
 """
@@ -21,6 +23,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import matplotlib
 
@@ -34,46 +37,117 @@ from mopd_mini.adapters import atomic_write  # noqa: E402
 
 from mopd_mini import stats  # noqa: E402
 
-from .common import command, in_processes, machine_line  # noqa: E402
+from .common import command, machine_line  # noqa: E402
+from .study import Evals, Method, Study, add_worker_args, in_workers, worker_main  # noqa: E402
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 STUDIES = ("origin", "rounds", "ucmopd", "control", "ucmopd_own")
 
 
-def cell(c, digits=2, signed=False):
-    """'mean ± std' of a (mean, std) pair."""
+EXP = "ablations"   # every run's experiment: runs/ablations/ (MOPD_FAST=1: runs/ablations-fast/)
+
+
+def mean_sd_cell(c, digits=2, signed=False):
+    """'mean ± std' of a (mean, std) pair of the summary; '-' without a mean, the mean alone without a std."""
     if c is None or c[0] is None:
         return "-"
     f = f"{{:{'+' if signed else ''}.{digits}f}}"
     return f.format(c[0]) + (f" ± {c[1]:.{digits}f}" if c[1] else "")
 
 
-def evaluate_cached(bank, names: list[str], n: int, folder: str | None) -> dict:
-    """mm.evaluate's "acc" for `names`, reusing earlier evaluations of the same finished run
-    (same n, same checkpoint file) from runs/<folder>/evaluations.json; None: no cache."""
-    cache_file = None if folder is None else mm.runs.RUNS_DIR / folder / "evaluations.json"
-    cache = json.loads(cache_file.read_text()) if cache_file and cache_file.exists() else {}
+# ---------------------------------------------------------------------------------------------
+# the study's own arms (notebook 06 runs the others, from mopd_mini.ablations)
+# ---------------------------------------------------------------------------------------------
 
-    def stamp(name):
-        ckpt = None if folder is None else mm.runs.RUNS_DIR / folder / name / "checkpoint.pt"
-        return f"{n}:{ckpt.stat().st_mtime_ns}" if ckpt is not None and ckpt.exists() else None
 
-    acc, todo = {}, []
-    for name in names:
-        hit = cache.get(name)
-        if hit and stamp(name) and hit["stamp"] == stamp(name):
-            acc[name] = hit["acc"]
-        else:
-            todo.append(name)
-    if todo:
-        fresh = mm.evaluate(bank, todo, n=n)["acc"]
-        acc.update(fresh)
-        for name in todo:
-            if stamp(name):
-                cache[name] = {"stamp": stamp(name), "acc": fresh[name]}
-        if cache_file is not None:
-            atomic_write(cache_file, json.dumps(cache, default=str).encode())
-    return {name: acc[name] for name in names}
+def round1_control(bank, seed: int, experiment: str = EXP, quick: bool = False, steps: int = 300, **overrides) -> dict:
+    """The control multi_round lacks: a round-1 student (MOPD-PG from the base, the round-1
+    teachers) trained for TWICE the steps, student_pg_long_s<seed>, as many distillation steps
+    as the round-2 student started from the round-1 student has had in all."""
+    name = f"student_pg_long_s{seed}"
+    run = mm.train_student(bank, ab.student_config(name, seed, experiment, quick, 2 * steps, loss="pg", **overrides))
+    return {"runs": {name: {"steps": run.config.get("steps"), "seed": seed, "curve": ab.logged_curve(run)}}}
+
+
+SPECIALIST = "specialist_rb"
+"""UCMOPD's own setting: Cascade RL recall -> binding (GRPO on binding from a copy of the recall
+teacher), a binding specialist that forgets recall while specialising"""
+
+
+SPECIALIST_STEPS = 300
+"""its GRPO steps on binding (the baselines' Cascade RL second stage: the course's student budget)"""
+
+
+def specialist(bank, experiment: str = EXP, quick: bool = False, steps: int = SPECIALIST_STEPS) -> str:
+    """The specialist that forgot (seed 0, shared by every seed, as the teachers are): the second
+    stage of the cascade recall -> binding, `steps` GRPO steps (the baselines' cascade budget)."""
+    mm.train_teacher(bank, ab.teacher_config("binding", 0, experiment, quick, steps, init_from="teacher_recall",
+                                             name=SPECIALIST, eval_domains=("recall",)))
+    return SPECIALIST
+
+
+def ucmopd_own(bank, seed: int, experiment: str = EXP, quick: bool = False, steps: int | None = None,
+               **overrides) -> dict:
+    """UCMOPD where its claim applies: every student starts from a copy of the specialist that
+    forgot recall; binding prompts are scored by the specialist itself (keep the specialty), recall
+    prompts by the recall teacher (the general capability to recover). Three students: plain MOPD
+    (1 rollout per prompt), MOPD with UCMOPD's rollout budget (4x the prompts per domain: as many
+    rollouts per step as UCMOPD's anchor + m = 3 explorations), and UCMOPD."""
+    start = specialist(bank, experiment, quick)
+    route = {"binding": start, "recall": "teacher_recall"}
+    per_domain = mm.MOPDConfig.for_model("tiny").prompts_per_domain
+    options = ab.ucmopd_options()
+    arms = {"mopd": {}, "mopd_rollouts": {"prompts_per_domain": per_domain * (1 + options["golden_gain"].samples)},
+            "ucmopd": options}
+    out = {"specialist": start, "runs": {}}
+    for method, settings in arms.items():
+        name = f"own_{method}_s{seed}"
+        run = mm.train_student(bank, ab.student_config(name, seed, experiment, quick, steps, teachers=route,
+                                                       init_from=start, **settings, **overrides))
+        out["runs"][name] = {"method": method, "seed": seed, "curve": ab.logged_curve(run)}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the studies as a declaration over the one runner (bench.study): its workers and its store
+# ---------------------------------------------------------------------------------------------
+
+
+def train_part(args, part: str):
+    """Method.train of one study: (ctx, setting, seed) -> that study's results for the seed (its
+    runs trained, or reloaded); "normal" is the normal student of setting["loss"]."""
+    def train(ctx, setting: dict, seed: int) -> dict:
+        kw = {"experiment": EXP, "quick": args.quick, **args.student}
+        if part == "normal":
+            return ab.normal_student(ctx.bank, seed, setting["loss"], **kw)
+        if part == "origin":
+            return ab.origin_study(ctx.bank, seed, losses=args.losses, **kw)
+        if part == "rounds":
+            return ab.multi_round(ctx.bank, seed, teacher_steps=args.teacher_steps,
+                                  from_round1=seed in args.from_round1_seeds, **kw)
+        return {"control": round1_control, "ucmopd_own": ucmopd_own, "ucmopd": ab.ucmopd_study}[part](ctx.bank, seed, **kw)
+    return train
+
+
+def declare(args) -> Study:
+    """The ablations for the runner: one Method per study (and the normal students the others
+    reuse), the set-up every process runs first (the banks, the round-1 teachers and, for
+    UCMOPD's own setting, the specialist: trained by the main process, reloaded by a worker)."""
+    def setup(progress: bool):
+        # rounds and UCMOPD need no teacher of another origin
+        bank, other = ab.ablation_banks(ab.TINY_OTHER if "origin" in args.studies else None, device="cpu")
+        t = time.time()
+        ab.teachers(bank, other, EXP, quick=args.quick)
+        seconds = {"teachers": time.time() - t}
+        if "ucmopd_own" in args.studies and not args.quick:   # shared by every seed: trained once, before any worker
+            t = time.time()
+            specialist(bank, EXP, quick=args.quick)
+            seconds["specialist"] = time.time() - t
+        folder = mm.runs.RUNS_DIR / mm.runs.experiment_name(EXP)
+        return SimpleNamespace(bank=bank, other=other, folder=folder, seconds=seconds)
+
+    return Study(module="bench.ablations", methods={part: Method(train_part(args, part)) for part in ("normal", *STUDIES)},
+                 setup=setup, argv=[*args.argv, "--no-write"])
 
 
 def plan(args) -> list[tuple[str, int]]:
@@ -86,48 +160,24 @@ def plan(args) -> list[tuple[str, int]]:
     return [(study, s) for s in order for study in STUDIES if study in args.studies and s in seeds[study]]
 
 
-def train_job(bank, args, job: list) -> None:
-    """One worker job: ["normal", loss, seed] or [study, seed]; trains (or reloads) its runs only."""
-    exp = "ablations"
-    if job[0] == "normal":
-        ab.normal_student(bank, job[2], job[1], exp, args.quick, **args.student)
-    elif job[0] == "origin":
-        ab.origin_study(bank, job[1], losses=args.losses, experiment=exp, quick=args.quick, **args.student)
-    elif job[0] == "rounds":
-        ab.multi_round(bank, job[1], experiment=exp, quick=args.quick, teacher_steps=args.teacher_steps,
-                       from_round1=job[1] in args.from_round1_seeds, **args.student)
-    elif job[0] == "control":
-        ab.round1_control(bank, job[1], experiment=exp, quick=args.quick, **args.student)
-    elif job[0] == "ucmopd_own":
-        ab.ucmopd_own(bank, job[1], experiment=exp, quick=args.quick, **args.student)
-    else:
-        ab.ucmopd_study(bank, job[1], experiment=exp, quick=args.quick, **args.student)
-
-
-def in_workers(args) -> None:
-    """Train every run of the plan in args.workers processes (see common.in_processes): first the
+def train_in_workers(declared: Study, args) -> None:
+    """Train every run of the plan in args.workers processes (bench.study.in_workers): first the
     normal students (the other studies reuse them), then the studies. A worker runs this same
-    command with --worker-jobs, which trains its jobs and returns before anything else."""
+    command with --worker and --jobs (bench.study.worker_main): it trains its jobs, nothing else."""
     losses = set(args.losses if "origin" in args.studies else ()) | {"pg"}
     seeds = sorted({s for _, s in plan(args)})
     reuse = {"origin", "rounds", "ucmopd"} & set(args.studies)   # the studies that reuse the normal students
-    normal = [["normal", loss, s] for s in seeds for loss in sorted(losses)] if reuse else []
-    for jobs in (normal, [list(j) for j in plan(args)]):
-        if not jobs:
-            continue
-        in_processes("bench.ablations", jobs, args.workers,
-                     lambda w, mine: [*args.argv, "--no-write", "--worker-jobs", json.dumps(mine)])
+    normal = [("normal", {"loss": loss}, s, None) for s in seeds for loss in sorted(losses)] if reuse else []
+    for jobs in (normal, [(part, {}, s, None) for part, s in plan(args)]):
+        in_workers(declared, jobs, args.workers, args.n)
 
 
-def run(args, write=None, base: dict | None = None) -> dict:
+def run_plan(args, write=None, base: dict | None = None) -> dict:
     """Train (or reload) every run of the plan; evaluate each new adapter once; after each study,
     `write(results)` if given (so docs/ always reflect the studies finished so far). With `base`
     (saved results, `--add`), the studies run are added to it: the round-1 teachers are trained
     again and must score exactly what the saved ones scored, or nothing is added."""
     torch.set_num_threads(1)
-    # rounds and UCMOPD need no teacher of another origin
-    bank, other = ab.ablation_banks(ab.TINY_OTHER if "origin" in args.studies else None, device="cpu")
-    exp = "ablations"
     n = 8 if args.quick else args.n
     settings = {**args.student, "teacher_steps": args.teacher_steps, "seeds": args.seeds,
                 "rounds_seeds": args.rounds_seeds or args.seeds, "ucmopd_seeds": args.ucmopd_seeds or args.seeds,
@@ -144,16 +194,19 @@ def run(args, write=None, base: dict | None = None) -> dict:
         results = base
         seconds = results["seconds"]
     results["seconds"] = seconds
-    t = time.time()
-    ab.teachers(bank, other, exp, quick=args.quick)
+    declared = declare(args)
+    ctx = declared.setup(True)
+    bank, other = ctx.bank, ctx.other
     key = "round-1 teachers (and the other base's)" if base is None else \
         f"round-1 teachers again (--add {' '.join(args.studies)})"
-    seconds[key] = time.time() - t
-    cache = None if args.quick else exp
+    seconds[key] = ctx.seconds["teachers"]
+    # the study's store (runs/ablations/evals.json; the other base's adapters, of the same names, in its own folder)
+    evals = Evals(None if args.quick else ctx.folder / "evals.json")
+    evaluated = lambda b, store, names: {a: store.get(b, a, "test", n) for a in names}  # noqa: E731
     if other is not None:
-        results["other_table"] = {"acc": evaluate_cached(other, ["base", "teacher_binding"], n,
-                                                         cache and f"{exp}/{ab.OTHER_EXPERIMENT}"), "n": n}
-    fresh = evaluate_cached(bank, ["base", "teacher_binding", "teacher_recall"], n, cache)
+        other_evals = Evals(None if args.quick else ctx.folder / ab.OTHER_EXPERIMENT / "evals.json")
+        results["other_table"] = {"acc": evaluated(other, other_evals, ["base", "teacher_binding"]), "n": n}
+    fresh = evaluated(bank, evals, ["base", "teacher_binding", "teacher_recall"])
     if base is not None:
         as_int = lambda acc: {d: {int(L): v for L, v in by.items()} for d, by in acc.items()}  # noqa: E731 (JSON keys)
         saved = {a: as_int(base["table"]["acc"][a]) for a in fresh}
@@ -163,39 +216,158 @@ def run(args, write=None, base: dict | None = None) -> dict:
         results["table"]["acc"].update(fresh)
     else:
         results["table"] = {"acc": fresh, "n": n}
-    if "ucmopd_own" in args.studies and not args.quick:   # shared by every seed: trained once, before any worker
-        t = time.time()
-        ab.specialist(bank, exp, quick=args.quick)
-        seconds["the specialist (cascade recall -> binding)"] = time.time() - t
+    if "specialist" in ctx.seconds:
+        seconds["the specialist (cascade recall -> binding)"] = ctx.seconds["specialist"]
     if args.workers > 1 and not args.quick:  # (--quick runs in memory: nothing for workers to share)
         t = time.time()
-        in_workers(args)
+        train_in_workers(declared, args)
         seconds[f"training in {args.workers} workers" + ("" if base is None else f" (--add {' '.join(args.studies)})")] = \
             time.time() - t
-    for study, seed in plan(args):
+    for part, seed in plan(args):
         t, s = time.time(), str(seed)
-        if study == "origin":
-            losses = args.losses if "origin" in args.studies else ("pg",)
-            out = ab.origin_study(bank, seed, losses=losses, experiment=exp, quick=args.quick, **args.student)
-        elif study == "rounds":
-            out = ab.multi_round(bank, seed, experiment=exp, quick=args.quick, teacher_steps=args.teacher_steps,
-                                 from_round1=seed in args.from_round1_seeds, **args.student)
-        elif study == "control":
-            out = ab.round1_control(bank, seed, experiment=exp, quick=args.quick, **args.student)
-        elif study == "ucmopd_own":
-            out = ab.ucmopd_own(bank, seed, experiment=exp, quick=args.quick, **args.student)
-        else:
-            out = ab.ucmopd_study(bank, seed, experiment=exp, quick=args.quick, **args.student)
-        results.setdefault(study, {})[s] = out
+        results.setdefault(part, {})[s] = declared.methods[part].train(ctx, {}, seed)
         new = [a for a in bank.names if a not in results["table"]["acc"]]
-        results["table"]["acc"].update(evaluate_cached(bank, new, n, cache))
-        seconds[f"{study} seed {seed}"] = time.time() - t
-        print(f"{study} seed {seed}: {seconds[f'{study} seed {seed}']:.0f} s", flush=True)
+        results["table"]["acc"].update(evaluated(bank, evals, new))
+        seconds[f"{part} seed {seed}"] = time.time() - t
+        print(f"{part} seed {seed}: {seconds[f'{part} seed {seed}']:.0f} s", flush=True)
         if write:
             write(results)
     if "origin" not in args.studies and base is None:
         results["origin"] = {}
     return results
+
+
+# ---------------------------------------------------------------------------------------------
+# the page's numbers: mopd_mini.ablations.summary (what notebook 06 shows), and what only this
+# study adds: the origin verdicts, the control, UCMOPD's own setting, the paired per-seed intervals
+# ---------------------------------------------------------------------------------------------
+
+
+def binding_curve(curve: list[dict]) -> list[tuple[int, float]]:
+    """(step, mean binding accuracy over its evaluated lengths) at each evaluation of a run."""
+    out = []
+    for r in curve:
+        accs = [v for k, v in r.items() if k.startswith("acc/binding/")]
+        if accs:
+            out.append((r["step"], sum(accs) / len(accs)))
+    return out
+
+
+def origin_verdict(same_final: float, other_final: float, other_peak: float, kl_first: float, kl_last: float,
+                   margin: float = 0.05) -> str:
+    """"diverges" if the KL to the foreign teacher ends higher than it began; "degrades" if the
+    foreign run ends more than `margin` below the same-origin run AND below its own peak by more
+    than `margin`; else "neither". (The thresholds are ours; the paper gives none.)"""
+    if kl_last > kl_first:
+        return "diverges"
+    if other_final < same_final - margin and other_final < other_peak - margin:
+        return "degrades"
+    return "neither"
+
+
+def origin_summary(results: dict) -> dict:
+    """The origin study over its seeds: the initial KL, and per loss both origins' final accuracies,
+    KL windows and peaks, the paired binding difference and the verdict."""
+    table, ms, acc = results["table"], stats.mean_sd_or_none, ab.mean_accuracy
+    seeds = sorted(results["origin"], key=int)
+    kl = [results["origin"][s]["initial_kl"] for s in seeds]
+    o = {"seeds": seeds, "other_teacher_binding": acc(results["other_table"], "teacher_binding", "binding"),
+         "other_base_binding": acc(results["other_table"], "base", "binding"),
+         "initial_kl": {k: ms([x[k] for x in kl]) for k in ("same_origin", "other_origin", "ratio")}, "losses": {}}
+    losses = sorted({r["loss"] for s in seeds for r in results["origin"][s]["runs"].values()})
+    for loss in losses:
+        row = {}
+        for kind in ("same", "other"):
+            names = [n for s in seeds for n, r in results["origin"][s]["runs"].items()
+                     if r["loss"] == loss and r["origin"] == kind]
+            curves = [results["origin"][s]["runs"][n]["curve"] for s in seeds for n in names
+                      if n in results["origin"][s]["runs"]]
+            firsts, lasts = zip(*[ab.kl_window(c) for c in curves])
+            peaks = [max(a for _, a in binding_curve(c)) for c in curves]
+            row[kind] = {"binding": ms([acc(table, n, "binding") for n in names]),
+                         "recall": ms([acc(table, n, "recall") for n in names]),
+                         "kl_first": ms(firsts), "kl_last": ms(lasts), "peak": ms(peaks),
+                         "step1_kl": ms([c[0]["kl/binding"] for c in curves]),
+                         "per_seed_binding": [acc(table, n, "binding") for n in names]}
+        s, x = row["same"], row["other"]
+        row["paired_binding"] = stats.paired(x["per_seed_binding"], s["per_seed_binding"])
+        row["verdict"] = origin_verdict(s["binding"][0], x["binding"][0], x["peak"][0], x["kl_first"][0], x["kl_last"][0])
+        o["losses"][loss] = row
+    return o
+
+
+def rounds_summary(results: dict, shown: dict) -> dict:
+    """multi_round's rows (`shown`, from mopd_mini.ablations.summary) with each round-2 row paired
+    against the round-1 student, and the control: the round-1 student given twice the steps."""
+    table, seeds, ms = results["table"], shown["seeds"], stats.mean_sd_or_none
+    r = {"seeds": seeds, "rows": dict(shown["rows"])}
+    first = r["rows"].get("round-1 student")
+    r["paired"] = {label: stats.paired(row["per_seed"], first["per_seed"]) for label, row in r["rows"].items()
+                   if first is not None and label != "round-1 student"}
+    if results.get("control"):
+        cseeds = [s for s in seeds if s in results["control"]]
+        names = {s: f"student_pg_long_s{s}" for s in cseeds if f"student_pg_long_s{s}" in table["acc"]}
+        if names:
+            per = {d: [ab.round1_normalised(table, names[s], d) for s in names] for d in ("binding", "recall")}
+            mean = [(b + c) / 2 for b, c in zip(per["binding"], per["recall"])]
+            r["rows"]["round-1 student, twice the steps (control)"] = {
+                "binding": ms(per["binding"]), "recall": ms(per["recall"]), "mean": ms(mean), "per_seed": mean}
+            by_seed = dict(zip(names, mean))
+
+            def seeded(label):  # {seed: per-seed mean} of a row, on the control's seeds
+                row = r["rows"].get(label)
+                return {} if row is None else {s: v for s, v in zip(seeds, row["per_seed"]) if s in by_seed}
+            r["control"] = {
+                "from_round1_minus_control": stats.paired(seeded("round-2 student (from round-1 student)"), by_seed),
+                "control_minus_round1": stats.paired(by_seed, seeded("round-1 student"))}
+    r["paper"] = shown["paper"]
+    return r
+
+
+def own_summary(results: dict) -> dict:
+    """UCMOPD's own setting over its seeds: the specialist, each arm's accuracies and normalised
+    scores, and UCMOPD paired against each MOPD arm per domain."""
+    table, ms, acc, norm = results["table"], stats.mean_sd_or_none, ab.mean_accuracy, ab.round1_normalised
+    seeds = sorted(results["ucmopd_own"], key=int)
+    own = {"seeds": seeds, "specialist": {d: acc(table, SPECIALIST, d) for d in ("binding", "recall")}
+           if SPECIALIST in table["acc"] else None, "rows": {}, "per_seed": {}}
+    for method in ("mopd", "mopd_rollouts", "ucmopd"):
+        names = {s: f"own_{method}_s{s}" for s in seeds if f"own_{method}_s{s}" in table["acc"]}
+        if not names:
+            continue
+        per = {s: {d: acc(table, n, d) for d in ("binding", "recall")} for s, n in names.items()}
+        own["rows"][method] = {"binding": ms([v["binding"] for v in per.values()]),
+                               "recall": ms([v["recall"] for v in per.values()]),
+                               "recall_normalised": ms([norm(table, n, "recall") for n in names.values()]),
+                               "mean_normalised": ms([(norm(table, n, "binding") + norm(table, n, "recall")) / 2
+                                                      for n in names.values()])}
+        own["per_seed"][method] = per
+    ps = own["per_seed"]
+    if "ucmopd" in ps:
+        own["paired"] = {f"ucmopd minus {ref}": {d: stats.paired({s: v[d] for s, v in ps["ucmopd"].items()},
+                                                                 {s: v[d] for s, v in ps[ref].items()})
+                                                 for d in ("binding", "recall")}
+                         for ref in ("mopd_rollouts", "mopd") if ref in ps}
+    return own
+
+
+def page_summary(results: dict) -> dict:
+    """Every number docs/ablations.md and the summary of docs/ablations.json hold (mean and sample
+    std over seeds, paired per-seed differences), from the results of `run_plan`: {"table",
+    "other_table", "origin", "rounds", "ucmopd", "control", "ucmopd_own"} (a study may be absent)."""
+    shown = ab.summary(results)
+    out = {"base": shown["base"], "teachers": shown["teachers"]}
+    if results.get("origin"):
+        out["origin"] = origin_summary(results)
+    if "rounds" in shown:
+        out["rounds"] = rounds_summary(results, shown["rounds"])
+    if "ucmopd" in shown:
+        u = shown["ucmopd"]
+        out["ucmopd"] = {**u, "paired": {setting: stats.paired(rows["ucmopd"]["per_seed"], rows["mopd"]["per_seed"])
+                                         for setting, rows in u["settings"].items() if {"mopd", "ucmopd"} <= set(rows)}}
+    if results.get("ucmopd_own"):
+        out["ucmopd_own"] = own_summary(results)
+    return out
 
 
 def paired_line(p: dict, what: str) -> str:
@@ -242,8 +414,8 @@ def report(results: dict, summary: dict, cmd: str, machine: str, date: str | Non
                   f"**Initial per-token KL** (student at init = the course base; {results['origin'][o['seeds'][0]]['initial_kl']['n']} "
                   f"binding prompts per seed, the SAME samples scored by both teachers; seeds {', '.join(o['seeds'])}):", "",
                   "| binding teacher | initial per-token reverse KL |", "| --- | --- |",
-                  f"| same origin | {cell(kl['same_origin'], 3)} |", f"| other origin | {cell(kl['other_origin'], 3)} |",
-                  f"| ratio other / same | **{cell(kl['ratio'])}** |", "",
+                  f"| same origin | {mean_sd_cell(kl['same_origin'], 3)} |", f"| other origin | {mean_sd_cell(kl['other_origin'], 3)} |",
+                  f"| ratio other / same | **{mean_sd_cell(kl['ratio'])}** |", "",
                   "The paper: about 2x to 5x (0.04 to 0.19 by one summary).", "",
                   "![initial KL](figures/ablation_initial_kl.png)", "",
                   "| loss | origin | final binding | final recall | KL/binding first 10% of steps | last 10% | "
@@ -251,8 +423,8 @@ def report(results: dict, summary: dict, cmd: str, machine: str, date: str | Non
         for loss, row in o["losses"].items():
             for kind in ("same", "other"):
                 r = row[kind]
-                lines.append(f"| {loss} | {kind} | {cell(r['binding'])} | {cell(r['recall'])} | {cell(r['kl_first'], 3)} | "
-                             f"{cell(r['kl_last'], 3)} | {cell(r['peak'])} | {row['verdict'] if kind == 'other' else ''} |")
+                lines.append(f"| {loss} | {kind} | {mean_sd_cell(r['binding'])} | {mean_sd_cell(r['recall'])} | {mean_sd_cell(r['kl_first'], 3)} | "
+                             f"{mean_sd_cell(r['kl_last'], 3)} | {mean_sd_cell(r['peak'])} | {row['verdict'] if kind == 'other' else ''} |")
         lines += ["", "Verdict rule (ours; the paper gives no threshold): *diverges* if the KL to the foreign teacher "
                   "is higher over the last 10% of steps than over the first 10%; *degrades* if the foreign run ends more "
                   "than 0.05 below the same-origin run AND more than 0.05 below its own peak; else *neither*.", "",
@@ -274,7 +446,7 @@ def report(results: dict, summary: dict, cmd: str, machine: str, date: str | Non
                   "| model | binding | recall | mean | per seed (mean) | paper |", "| --- | --- | --- | --- | --- | --- |",
                   "| round-1 teachers | 1.00 | 1.00 | 1.00 | | 1.000 |"]
         for label, row in r["rows"].items():
-            lines.append(f"| {label} | {cell(row['binding'])} | {cell(row['recall'])} | **{cell(row['mean'])}** | "
+            lines.append(f"| {label} | {mean_sd_cell(row['binding'])} | {mean_sd_cell(row['recall'])} | **{mean_sd_cell(row['mean'])}** | "
                          + ", ".join(f"{v:.2f}" for v in row["per_seed"]) + f" | {r['paper'].get(label, '')} |")
         lines += ["", f"Seeds {', '.join(r['seeds'])}; seed s's round 2 starts from seed s's round-1 student.", "",
                   *[paired_line(p, f"{label} minus round-1 student (mean normalised)") for label, p in r.get("paired", {}).items()
@@ -309,13 +481,13 @@ def report(results: dict, summary: dict, cmd: str, machine: str, date: str | Non
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for setting, rows in u["settings"].items():
             for method, c in rows.items():
-                kept = (f"{cell(c['gg_kept/binding'])} / {cell(c['gg_kept/recall'])}"
+                kept = (f"{mean_sd_cell(c['gg_kept/binding'])} / {mean_sd_cell(c['gg_kept/recall'])}"
                         if c.get("gg_kept/binding", (None,))[0] is not None else "")
-                masked = (f"{cell(c['tef_masked/binding'])} / {cell(c['tef_masked/recall'])}"
+                masked = (f"{mean_sd_cell(c['tef_masked/binding'])} / {mean_sd_cell(c['tef_masked/recall'])}"
                           if c.get("tef_masked/binding", (None,))[0] is not None else "")
-                lines.append(f"| {setting} | {method} | {cell(c['binding'])} | {cell(c['recall'])} | "
-                             f"{cell(c['normalised']['binding'])} | {cell(c['normalised']['recall'])} | "
-                             f"{cell(c['binding_gained'], signed=True)} | {cell(c['recall_kept'], signed=True)} | "
+                lines.append(f"| {setting} | {method} | {mean_sd_cell(c['binding'])} | {mean_sd_cell(c['recall'])} | "
+                             f"{mean_sd_cell(c['normalised']['binding'])} | {mean_sd_cell(c['normalised']['recall'])} | "
+                             f"{mean_sd_cell(c['binding_gained'], signed=True)} | {mean_sd_cell(c['recall_kept'], signed=True)} | "
                              f"{kept} | {masked} |")
         lines += ["", *[paired_line(p, f"UCMOPD minus MOPD, mean normalised, {setting}")
                         for setting, p in u.get("paired", {}).items()], "",
@@ -336,7 +508,7 @@ def report(results: dict, summary: dict, cmd: str, machine: str, date: str | Non
         lines += ["## 4. UCMOPD in its own setting: a specialist that forgot", "",
                   "The student starts from a copy of a binding specialist that FORGOT recall while specialising: "
                   "Cascade RL recall -> binding (`ablations.specialist`: GRPO on binding from a copy of the recall "
-                  f"teacher, {ab.SPECIALIST_STEPS} steps, seed 0, shared by every seed). Binding prompts are scored by the specialist "
+                  f"teacher, {SPECIALIST_STEPS} steps, seed 0, shared by every seed). Binding prompts are scored by the specialist "
                   "itself (keep the specialty), recall prompts by the recall teacher (the capability to recover). "
                   "MOPD-PG, " + f"{st['steps']} steps, every arm (`ablations.ucmopd_own`).", "",
                   (f"Specialist: binding {sp['binding']:.2f}, recall {sp['recall']:.2f} (base: binding "
@@ -344,8 +516,8 @@ def report(results: dict, summary: dict, cmd: str, machine: str, date: str | Non
                    f"{summary['teachers']['recall']:.2f})." if sp else ""), "",
                   "| arm | binding | recall | recall normalised | mean normalised |", "| --- | --- | --- | --- | --- |"]
         for method, row in o["rows"].items():
-            lines.append(f"| {label[method]} | {cell(row['binding'])} | {cell(row['recall'])} | "
-                         f"{cell(row['recall_normalised'])} | {cell(row['mean_normalised'])} |")
+            lines.append(f"| {label[method]} | {mean_sd_cell(row['binding'])} | {mean_sd_cell(row['recall'])} | "
+                         f"{mean_sd_cell(row['recall_normalised'])} | {mean_sd_cell(row['mean_normalised'])} |")
         lines += [""]
         for what, by_domain in o.get("paired", {}).items():
             for d, p in by_domain.items():
@@ -360,7 +532,7 @@ def report(results: dict, summary: dict, cmd: str, machine: str, date: str | Non
 
 def write_report(results: dict, cmd: str, machine: str, date: str, write: bool = True) -> tuple[dict, str]:
     """The summary and the page from the results; with `write`, docs/ablations.md, .json and the figures."""
-    summary = ab.summarise(results)
+    summary = page_summary(results)
     text = report(results, summary, cmd, machine, date)
     page = DOCS / "ablations.md"
     if page.exists():  # the hand-written sections (pre-registrations, the reading) are kept across re-renders
@@ -424,7 +596,8 @@ def main(argv=None):
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     p.add_argument("--workers", type=int, default=1, help="train in this many processes of one torch thread "
                    "(2 on a 2-core CPU); the numbers are the same")
-    p.add_argument("--worker-jobs", help=argparse.SUPPRESS)  # internal: one worker's jobs, as JSON
+    add_worker_args(p)                                     # internal: a worker's number and jobs (bench.study)
+    p.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)  # internal: the workers are run with it
     p.add_argument("--render", metavar="JSON", help="rewrite the page and figures from a saved ablations.json "
                    "(nothing is trained or evaluated)")
     p.add_argument("--add", metavar="JSON", help="run --studies that the saved ablations.json lacks and add them to "
@@ -453,14 +626,8 @@ def main(argv=None):
     args.student = {"steps": args.steps, "eval_every": args.eval_every, "eval_n": args.eval_n}
     if args.from_round1_seeds is None:
         args.from_round1_seeds = list(args.rounds_seeds or args.seeds)
-    if args.worker_jobs:
-        torch.set_num_threads(1)
-        bank, other = ab.ablation_banks(ab.TINY_OTHER if "origin" in args.studies else None, device="cpu")
-        ab.teachers(bank, other, "ablations", quick=args.quick)  # trained by the main process: reloaded
-        if "ucmopd_own" in args.studies:
-            ab.specialist(bank, "ablations", quick=args.quick)   # likewise (trained before the workers start)
-        for job in json.loads(args.worker_jobs):
-            train_job(bank, args, job)
+    if args.jobs is not None:   # a worker of train_in_workers: the teachers (and the specialist) reload
+        worker_main(declare(args), args.worker, args.jobs, args.n, args.n)
         return None
     now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     cmd = command("bench.ablations", argv)
@@ -475,7 +642,7 @@ def main(argv=None):
     def write(results):
         return write_report(results, cmd, machine, date, write=not args.no_write)
 
-    results = run(args, write, base)
+    results = run_plan(args, write, base)
     summary, text = write(results)
     print(text)
     if not args.no_write:

@@ -564,7 +564,7 @@ CASES_22 = [
 # ---------------------------------------------------------------------------------------------
 
 
-def cell(text: str) -> str:
+def md_cell(text: str) -> str:
     """One markdown table cell: temporary paths as <tmp>, no newlines, pipes escaped."""
     text = text.replace(str(TMP), "<tmp>").replace(str(ROOT), "<repo>")
     text = re.sub(r"\s*\n\s*", " ⏎ ", text.strip())
@@ -593,7 +593,7 @@ def table(cases=CASES) -> str:
     lines = ["| | bad input | caught in | exception | message | tests |", "| --- | --- | --- | --- | --- | --- |"]
     for i, (group, what, where, expected, tests, call) in enumerate(cases, 1):
         kind, message = trigger(expected, call)
-        lines.append(f"| {i} | {cell(what)} | `{where}` | `{kind}` | {cell(message)} | {tests_cell(tests)} |")
+        lines.append(f"| {i} | {md_cell(what)} | `{where}` | `{kind}` | {md_cell(message)} | {tests_cell(tests)} |")
         print(f"{i:3d} {group:13} {what[:60]:60} {kind}", file=sys.stderr)
     return "\n".join(lines)
 

@@ -52,7 +52,7 @@ from mopd_mini.offline import OfflineConfig, collect, train_offline  # noqa: E40
 
 from . import study  # noqa: E402
 from .common import command, machine, machine_line  # noqa: E402
-from .study import Method, Pick, Result, Study, cell, curve, fmt_int, paired, scores, tag  # noqa: E402
+from .study import Method, Pick, Result, Study, cell, curve, fmt_int, paired_rows, scores, tag  # noqa: E402
 
 try:  # the teachers the headroom study chose on validation (branch i10m)
     from .teacher_headroom import BASELINE_TEACHER, baseline_teacher_config
@@ -269,7 +269,7 @@ def recount_teachers(rep: dict, progress: bool = True) -> dict:
     return recount_flops(rep)
 
 
-def summarise(study_: Study, proto: Protocol, args):
+def baselines_report(study_: Study, proto: Protocol, args):
     """The report of `study.run`'s state: the runner's rows, the RFT / soft-label kept counts,
     the val curves, the protocol and the references."""
     def report(bench: Bench, state: study.State) -> dict:
@@ -386,7 +386,7 @@ def markdown(rep: dict) -> str:
             "here is called equal.", "",
             f"| method | minus MOPD-PG | per seed | verdict | minus {LABEL[best_mopd]} | per seed | verdict |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
-    fam = study.family({f"{m}|{ref}": paired(rep["rows"], m, ref) for m in order for ref in ("mopd_pg", best_mopd)
+    fam = study.family({f"{m}|{ref}": paired_rows(rep["rows"], m, ref) for m in order for ref in ("mopd_pg", best_mopd)
                         if m != ref})
 
     def verdict(p, ref, key=None):
@@ -404,15 +404,15 @@ def markdown(rep: dict) -> str:
             if m == ref:
                 cells.append("— | — | —")
                 continue
-            p = paired(rep["rows"], m, ref)
+            p = paired_rows(rep["rows"], m, ref)
             cells.append(f"{stats.interval_text(p)} | {', '.join(f'{d:+.2f}' for d in p['per_seed'])} | "
                          f"{verdict(p, LABEL[ref], f'{m}|{ref}')}")
         out.append(f"| {LABEL[m]} | " + " | ".join(cells) + " |")
     ranked = ", ".join(f"{LABEL[m]} {method_stats(rep, m)[0]:.2f}" for m in order)
     baselines = [m for m in order if not m.startswith("mopd_")]
     held = {m: fam[f"{m}|{best_mopd}"]["resolved_holm"] for m in baselines}      # after Holm's correction
-    better = [LABEL[m] for m in baselines if held[m] and paired(rep["rows"], m, best_mopd)["diff"] > 0]
-    worse = [LABEL[m] for m in baselines if held[m] and paired(rep["rows"], m, best_mopd)["diff"] < 0]
+    better = [LABEL[m] for m in baselines if held[m] and paired_rows(rep["rows"], m, best_mopd)["diff"] > 0]
+    worse = [LABEL[m] for m in baselines if held[m] and paired_rows(rep["rows"], m, best_mopd)["diff"] < 0]
     level = [LABEL[m] for m in baselines if not held[m]]
     out += ["", f"**Ranking as measured** (mean normalised test score): {ranked}.", "",
             f"**Against the best MOPD form ({LABEL[best_mopd]}), paired by seed, after Holm's correction: resolved better: "
@@ -637,7 +637,7 @@ def main(argv=None):
     writer = None if args.no_write else (lambda rep: write(rep, Path(args.out)))
     declared = declare(proto, args.quick)
     rep = study.run(declared, seeds=args.seeds, n=args.n, val_n=proto.val_n, workers=args.workers, quiet=args.quiet,
-                    summarise=summarise(declared, proto, args), write=writer)
+                    summarise=baselines_report(declared, proto, args), write=writer)
     print(markdown(rep))
     return rep
 

@@ -165,7 +165,7 @@ def matched_norm(rep: dict, T: int, a: str, b: str, part: str = "all") -> str:
     """a - b outside the registered family (uncorrected): the normalised score (part "all"), or the
     mean lift of a pair the family does not hold (part "lift")."""
     from . import study
-    p = study.paired(rep["by_T"][str(T)]["rows"], a, b, part=part)
+    p = study.paired_rows(rep["by_T"][str(T)]["rows"], a, b, part=part)
     what = "normalised score" if part == "all" else "mean lift"
     return _cmp_sentence(f"{_label(a)} minus {_label(b)} at T = {T}, {what} (outside the registered "
                          "family, uncorrected)", p, f"docs/matched.md, T = {T} " + ("paired table" if part == "all"
@@ -363,7 +363,7 @@ def _baselines_family(rep: dict):
     from . import baselines, study
     order = baselines.ranking(rep)
     best = max(("mopd_pg", "mopd_topk", "mopd_kl"), key=lambda m: baselines.method_stats(rep, m)[0])
-    fam = study.family({f"{m}|{ref}": baselines.paired(rep["rows"], m, ref) for m in order
+    fam = study.family({f"{m}|{ref}": baselines.paired_rows(rep["rows"], m, ref) for m in order
                         for ref in ("mopd_pg", best) if m != ref})
     return order, best, fam
 

@@ -197,7 +197,7 @@ def reach(bench, m: str, r, state: study.State, needs: tuple, target: float) -> 
     return None
 
 
-def summarise(declared: study.Study, plan: Plan, T: int):
+def matched_report(declared: study.Study, plan: Plan, T: int):
     def report(bench, state: study.State) -> dict:
         rows = study.rows(declared, bench, state)
         for m, per in rows.items():
@@ -237,7 +237,7 @@ def family(rep: dict) -> dict:
     for key, by_T in sorted(rep["by_T"].items(), key=lambda kv: int(kv[0])):
         for a, b in COMPARISONS:
             if a in by_T["rows"] and b in by_T["rows"]:
-                comp[f"{a}-{b}@{int(key)}"] = study.paired(by_T["rows"], a, b, "lift")
+                comp[f"{a}-{b}@{int(key)}"] = study.paired_rows(by_T["rows"], a, b, "lift")
     fam = study.family(comp, MARGINS)
     return {(int(k.split("@")[1]), *k.split("@")[0].split("-")): v for k, v in fam.items()}
 
@@ -358,7 +358,7 @@ def results_markdown(rep: dict) -> str:
                 "| comparison | mean lift (uncorrected) | per seed | p | p (Holm) | reading (Holm) | normalised (uncorrected) |",
                 "| --- | --- | --- | --- | --- | --- | --- |"]
         for a, b in COMPARISONS:
-            f, pn = fam[(int(key), a, b)], study.paired(rows, a, b)
+            f, pn = fam[(int(key), a, b)], study.paired_rows(rows, a, b)
             res = lambda p: stats.interval_text(p) + (" (resolved)" if p["resolved"] else " (not resolved)")  # noqa: E731
             out.append(f"| {LABEL[a]} minus {LABEL[b]} | {res(f)} | "
                        f"{study.seeds_text({x: rows[a][x]['lift']['mean'] - rows[b][x]['lift']['mean'] for x in rows[a] if x in rows[b]})} | {f['p']:.3f} | {f['p_holm']:.3f} | "
@@ -621,7 +621,7 @@ def main(argv=None):
                 write(rep, out)
 
         study.run(declared, seeds=args.seeds, n=plan.test_n, val_n=plan.val_n, workers=args.workers,
-                  quiet=args.quiet, summarise=summarise(declared, plan, T), write=save)
+                  quiet=args.quiet, summarise=matched_report(declared, plan, T), write=save)
     rep["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(results_markdown(json.loads(json.dumps(rep, default=str))))
     return rep

@@ -82,7 +82,7 @@ def run_once(book: Path, client: str, cell_timeout: int) -> dict:
     return row
 
 
-def summarise(rows: list, args, restarts: int) -> dict:
+def soak_summary(rows: list, args, restarts: int) -> dict:
     times = [r["seconds"] for r in rows]
     later = times[1:] or times      # the first run trains the teachers the others reload
     return {
@@ -174,14 +174,14 @@ def main(argv=None):
             print(f"run {i + 1:2}: {row['seconds']:6.1f} s  slowest cell {slow['cell']} ({slow['seconds']:.0f} s)  "
                   f"missed wake-ups {row['missed_wakeups']}  load {row['load']}  "
                   f"{'ok' if row['ok'] else row['error']}", flush=True)
-            write(args, rows, summarise(rows, args, restarts))    # an interrupted soak keeps its runs
+            write(args, rows, soak_summary(rows, args, restarts))    # an interrupted soak keeps its runs
     finally:
         if competitor is not None:
             competitor.kill()
             competitor.wait()
         shutil.rmtree(work, ignore_errors=True)
 
-    summary = summarise(rows, args, restarts)
+    summary = soak_summary(rows, args, restarts)
     print(json.dumps(summary))
     write(args, rows, summary)
     return 1 if summary["failed"] else 0

@@ -96,7 +96,7 @@ def run_child(argv: list[str]) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def spread(runs: list[dict]) -> str:
+def runs_range(runs: list[dict]) -> str:
     """The range over the bf16 runs of each step's times and peaks (one run: says so)."""
     if len(runs) < 2:
         return "One run (`--runs N` repeats it, each in a fresh subprocess, and gives the spread)."
@@ -147,7 +147,7 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
                   f"| {gb(q['mopd_no_checkpointing']['peak'])} | |",
                   f"| NF4 base: after loading (resident) | | {gb(q['after_load'])} | |",
                   f"| NF4 base: while loading (quantised from a bf16 checkpoint) | {ms(q['load_s'])} | {gb(q['load_peak'])} | |"]
-    lines += ["", spread(res.get("runs", [res])), "",
+    lines += ["", runs_range(res.get("runs", [res])), "",
               "MOPD step by phase (CPU time, as the preset runs it):", "", "| phase | CPU time |", "| --- | --- |"]
     lines += [f"| {k} | {ms(v)} |" for k, v in res["phases"].items()]
     per_row = (m["peak"] - res["after_load"]) / m["shape"][0]

@@ -57,7 +57,7 @@ GOAL_MEMORY = 1.05   # peak memory at 8 teachers / at 2, Qwen3 size
 QWEN3 = "qwen3-1.7b-random"
 
 
-def spread(xs: list[float]) -> str:
+def min_max(xs: list[float]) -> str:
     """'min-max' of per-repetition values, for the tables."""
     return f"{min(xs):.3f}-{max(xs):.3f}" if len(xs) > 1 else f"{xs[0]:.3f}"
 
@@ -460,7 +460,7 @@ def report_length(res: dict, args, argv) -> tuple[str, dict, dict]:
         g, _ = ratio_interval(p["sample"], p["generate"])
         tok = median(p["sample"]) / (C * p["rows"])
         ratios.append(r), per_token.append(tok)
-        lines.append(f"| {C} | {ms(median(s['mopd']))} | {ms(median(s['sft']))} | **{r:.2f}x** | {spread(rr)} | "
+        lines.append(f"| {C} | {ms(median(s['mopd']))} | {ms(median(s['sft']))} | **{r:.2f}x** | {min_max(rr)} | "
                      f"{ms(median(p['sample']))} | {ms(median(p['generate']))} | {g:.2f}x | {ms(tok)} |")
     if res["trl"]:
         lines += ["", "**Against TRL's DistillationTrainer** (one teacher, batch 8; each side's `train` step timed "
@@ -474,7 +474,7 @@ def report_length(res: dict, args, argv) -> tuple[str, dict, dict]:
             r_w = median(t["ratio"]["wall"])
             trl_r.append(r_w)
             lines.append(f"| {C} | {ms(median(t['lib']['wall']))} | {ms(median(t['trl']['wall']))} | **{r_w:.2f}x** | "
-                         f"{median(t['ratio']['cpu']):.2f}x | {spread(t['ratio']['wall'])} |")
+                         f"{median(t['ratio']['cpu']):.2f}x | {min_max(t['ratio']['wall'])} |")
     share = [median(res["sampler"][C]["sample"]) / median(res["step"][C]["mopd"]) for C in Cs]
     lines += ["", "Reading it: prefill-once saves one prompt pass a step, which matters less as C grows, while the "
               "student's decoding (one forward per token, no grad) and the training pass over C tokens grow with C. "

@@ -482,7 +482,7 @@ def per_seed(rep_rows: dict, m: str, part: str = "all", key: str = "mean") -> di
     return {seed: p[part][key] for seed, p in rep_rows[m].items()}
 
 
-def paired(rep_rows: dict, a: str, b: str, part: str = "all", key: str = "mean") -> dict:
+def paired_rows(rep_rows: dict, a: str, b: str, part: str = "all", key: str = "mean") -> dict:
     """a - b paired by seed (same teachers, test prompts and seed): stats.paired's mean
     difference, 95% t-interval and whether it excludes 0."""
     return stats.paired(per_seed(rep_rows, a, part, key), per_seed(rep_rows, b, part, key))

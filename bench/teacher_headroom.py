@@ -129,7 +129,7 @@ def run_grid(domains, lrs, steps, seeds, n, experiment, split="val") -> dict:
             "base_by_length": base["acc"][BASE]}
 
 
-def summarise(rows: list[dict]) -> list[dict]:
+def recipe_summary(rows: list[dict]) -> list[dict]:
     """One row per (domain, lr, steps): lift mean and std over seeds, the mean binomial SE, time."""
     keys = sorted({(r["domain"], r["lr"], r["steps"]) for r in rows})
     out = []
@@ -206,7 +206,7 @@ def main(argv=None):
     command = bench_command("bench.teacher_headroom", argv)
     lrs = {"*": args.lrs, **({"recall": args.recall_lrs} if args.recall_lrs else {})}
     result = run_grid(args.domains, lrs, args.steps, args.seeds, args.n, args.experiment)
-    summary = summarise(result["rows"])
+    summary = recipe_summary(result["rows"])
     chosen = choose(summary, args.tolerance)
     print("chosen:", chosen)
     DOCS.mkdir(exist_ok=True)

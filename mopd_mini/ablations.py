@@ -19,11 +19,14 @@ and writes docs/ablations.md; notebook 06 runs them for one seed).
 
 Every run goes through `train_teacher` / `train_student` with the tiny preset; names carry the
 seed, so one bank holds every seed's runs, and runs/<experiment>/ reloads finished ones.
+
+`summary(results)` gives the numbers notebook 06 prints and the figures draw (`mean_accuracy`,
+`round1_normalised`, mean and sample std over seeds); what only the 3-seed study runs (its own
+arms: the round-1 control and UCMOPD's own setting; the origin verdicts; the paired per-seed
+intervals) lives in bench/ablations.py.
 """
 
 from __future__ import annotations
-
-import math
 
 from dataclasses import replace
 
@@ -104,7 +107,7 @@ def normal_student(bank: AdapterBank, seed: int, loss: str = "pg", experiment: s
     return name, train_student(bank, student_config(name, seed, experiment, quick, steps, loss=loss, **overrides))
 
 
-def _curve(run) -> list[dict]:
+def logged_curve(run) -> list[dict]:
     """The logged rows, cut to the keys the figures read (and the accuracies)."""
     return [{k: v for k, v in r.items() if k in CURVE_KEYS or k.startswith("acc/")} for r in run.metrics]
 
@@ -134,11 +137,11 @@ def origin_study(bank: AdapterBank, seed: int, losses=("pg", "topk"), experiment
     out = {"initial_kl": initial_kl(bank, seed, n=16 if quick else 256), "runs": {}}
     for loss in losses:
         name, run = normal_student(bank, seed, loss, experiment, quick, steps, **overrides)
-        out["runs"][name] = {"loss": loss, "origin": "same", "seed": seed, "curve": _curve(run)}
+        out["runs"][name] = {"loss": loss, "origin": "same", "seed": seed, "curve": logged_curve(run)}
         name = f"foreign_{loss}_s{seed}"
         run = train_student(bank, student_config(name, seed, experiment, quick, steps, loss=loss,
                                                  teachers={"binding": OTHER}, **overrides))
-        out["runs"][name] = {"loss": loss, "origin": "other", "seed": seed, "curve": _curve(run)}
+        out["runs"][name] = {"loss": loss, "origin": "other", "seed": seed, "curve": logged_curve(run)}
     return out
 
 
@@ -157,23 +160,13 @@ def multi_round(bank: AdapterBank, seed: int, experiment: str = "ablations", fro
     out = {"round1_student": round1, "round2_teachers": r2, "runs": {}}
     for d, name in r2.items():
         run = train_teacher(bank, teacher_config(d, seed, experiment, quick, teacher_steps, init_from=round1, name=name))
-        out["runs"][name] = {"curve": _curve(run)}
+        out["runs"][name] = {"curve": logged_curve(run)}
     starts = {f"r2_student_s{seed}": None} | ({f"r2_student_from_r1_s{seed}": round1} if from_round1 else {})
     for name, init in starts.items():
         run = train_student(bank, student_config(name, seed, experiment, quick, steps, teachers=r2, init_from=init,
                                                  **overrides))
-        out["runs"][name] = {"init_from": init, "curve": _curve(run)}
+        out["runs"][name] = {"init_from": init, "curve": logged_curve(run)}
     return out
-
-
-def round1_control(bank: AdapterBank, seed: int, experiment: str = "ablations", quick: bool = False,
-                   steps: int = 300, **overrides) -> dict:
-    """The control multi_round lacks: a round-1 student (MOPD-PG from the base, the round-1
-    teachers) trained for TWICE the steps, student_pg_long_s<seed>, as many distillation steps
-    as the round-2 student started from the round-1 student has had in all."""
-    name = f"student_pg_long_s{seed}"
-    run = train_student(bank, student_config(name, seed, experiment, quick, 2 * steps, loss="pg", **overrides))
-    return {"runs": {name: {"steps": run.config.get("steps"), "seed": seed, "curve": _curve(run)}}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,46 +195,7 @@ def ucmopd_study(bank: AdapterBank, seed: int, experiment: str = "ablations", se
                 options = ucmopd_options() if method == "ucmopd" else {}
                 run = train_student(bank, student_config(name, seed, experiment, quick, steps, teachers=route,
                                                          **options, **overrides))
-            out["runs"][name] = {"setting": setting, "method": method, "seed": seed, "curve": _curve(run)}
-    return out
-
-
-SPECIALIST = "specialist_rb"
-"""UCMOPD's own setting: Cascade RL recall -> binding (GRPO on binding from a copy of the recall
-teacher), a binding specialist that forgets recall while specialising"""
-
-
-SPECIALIST_STEPS = 300
-"""its GRPO steps on binding (the baselines' Cascade RL second stage: the course's student budget)"""
-
-
-def specialist(bank: AdapterBank, experiment: str = "ablations", quick: bool = False,
-               steps: int = SPECIALIST_STEPS) -> str:
-    """The specialist that forgot (seed 0, shared by every seed, as the teachers are): the second
-    stage of the cascade recall -> binding, `steps` GRPO steps (the baselines' cascade budget)."""
-    train_teacher(bank, teacher_config("binding", 0, experiment, quick, steps, init_from="teacher_recall",
-                                       name=SPECIALIST, eval_domains=("recall",)))
-    return SPECIALIST
-
-
-def ucmopd_own(bank: AdapterBank, seed: int, experiment: str = "ablations", quick: bool = False,
-               steps: int | None = None, **overrides) -> dict:
-    """UCMOPD where its claim applies: every student starts from a copy of the specialist that
-    forgot recall; binding prompts are scored by the specialist itself (keep the specialty), recall
-    prompts by the recall teacher (the general capability to recover). Three students: plain MOPD
-    (1 rollout per prompt), MOPD with UCMOPD's rollout budget (4x the prompts per domain: as many
-    rollouts per step as UCMOPD's anchor + m = 3 explorations), and UCMOPD."""
-    start = specialist(bank, experiment, quick)
-    route = {"binding": start, "recall": "teacher_recall"}
-    per_domain = MOPDConfig.for_model("tiny").prompts_per_domain
-    arms = {"mopd": {}, "mopd_rollouts": {"prompts_per_domain": per_domain * (1 + ucmopd_options()["golden_gain"].samples)},
-            "ucmopd": ucmopd_options()}
-    out = {"specialist": start, "runs": {}}
-    for method, options in arms.items():
-        name = f"own_{method}_s{seed}"
-        run = train_student(bank, student_config(name, seed, experiment, quick, steps, teachers=route, init_from=start,
-                                                 **options, **overrides))
-        out["runs"][name] = {"method": method, "seed": seed, "curve": _curve(run)}
+            out["runs"][name] = {"setting": setting, "method": method, "seed": seed, "curve": logged_curve(run)}
     return out
 
 
@@ -250,29 +204,21 @@ def ucmopd_own(bank: AdapterBank, seed: int, experiment: str = "ablations", quic
 # ---------------------------------------------------------------------------------------------
 
 
-def _mean_sd(values):
-    """(mean, sample std over seeds) of the values that are not None; (None, None) with none."""
-    values = [v for v in values if v is not None]
-    if not values:
-        return None, None
-    m, sd = stats.mean_sd(values)
-    return m, (None if math.isnan(sd) else sd)
 
 
-def score(table: dict, adapter: str, domain: str) -> float:
-    """Mean greedy accuracy of `adapter` over the domain's evaluated lengths."""
+def mean_accuracy(table: dict, adapter: str, domain: str) -> float:
+    """Mean greedy accuracy of `adapter` over the domain's evaluated lengths, summed in order (the
+    sum the ablations' pages were computed with; `evaluation.domain_score` sums with fsum, and
+    the two can differ in the last bit)."""
     by_len = table["acc"][adapter][domain]
     return sum(by_len.values()) / len(by_len)
 
 
-def binding_curve(curve: list[dict]) -> list[tuple[int, float]]:
-    """(step, mean binding accuracy over its evaluated lengths) at each evaluation of a run."""
-    out = []
-    for r in curve:
-        accs = [v for k, v in r.items() if k.startswith("acc/binding/")]
-        if accs:
-            out.append((r["step"], sum(accs) / len(accs)))
-    return out
+def round1_normalised(table: dict, name: str, domain: str) -> float:
+    """(model - base) / (round-1 teacher - base) on the domain's mean accuracy; nan without headroom."""
+    base, teacher = (mean_accuracy(table, a, domain) for a in ("base", f"teacher_{domain}"))
+    den = teacher - base
+    return (mean_accuracy(table, name, domain) - base) / den if abs(den) > 1e-9 else float("nan")
 
 
 def kl_window(curve: list[dict], key: str = "kl/binding", share: float = 0.1) -> tuple[float, float]:
@@ -282,140 +228,67 @@ def kl_window(curve: list[dict], key: str = "kl/binding", share: float = 0.1) ->
     return sum(vals[:w]) / w, sum(vals[-w:]) / w
 
 
-def origin_verdict(same_final: float, other_final: float, other_peak: float, kl_first: float, kl_last: float,
-                   margin: float = 0.05) -> str:
-    """"diverges" if the KL to the foreign teacher ends higher than it began; "degrades" if the
-    foreign run ends more than `margin` below the same-origin run AND below its own peak by more
-    than `margin`; else "neither". (The thresholds are ours; the paper gives none.)"""
-    if kl_last > kl_first:
-        return "diverges"
-    if other_final < same_final - margin and other_final < other_peak - margin:
-        return "degrades"
-    return "neither"
+ROUND_ROWS = {"round-1 student": lambda s: [f"student_pg_s{s}"] * 2,
+              "round-2 teachers": lambda s: [f"r2_teacher_binding_s{s}", f"r2_teacher_recall_s{s}"],
+              "round-2 student (from base)": lambda s: [f"r2_student_s{s}"] * 2,
+              "round-2 student (from round-1 student)": lambda s: [f"r2_student_from_r1_s{s}"] * 2}
+"""multi_round's rows: {label: seed -> (its binding adapter, its recall adapter)}"""
+PAPER_ROUNDS = {"round-2 teachers": 1.030, "round-2 student (from base)": 0.986}
+"""the paper's Table 4, normalised against the round-1 teachers"""
 
 
-def summarise(results: dict) -> dict:
-    """Per-study numbers (mean and sample std over seeds, paired per-seed differences) from bench/ablations' results dict:
-    {"table": evaluate table of every adapter (incl. "base"), "other_table": the other base's,
-    "origin": {seed: origin_study}, "rounds": {seed: multi_round}, "ucmopd": {seed: ucmopd_study}}."""
-    table, out = results["table"], {}
-    base = {d: score(table, "base", d) for d in ("binding", "recall")}
-    teacher = {d: score(table, f"teacher_{d}", d) for d in ("binding", "recall")}
-    def norm(name, d):  # (model - base) / (round-1 teacher - base); nan without headroom
-        den = teacher[d] - base[d]
-        return (score(table, name, d) - base[d]) / den if abs(den) > 1e-9 else float("nan")
-    out["base"], out["teachers"] = base, teacher
-    if results.get("origin"):
-        seeds = sorted(results["origin"], key=int)
-        kl = [results["origin"][s]["initial_kl"] for s in seeds]
-        other_t = score(results["other_table"], "teacher_binding", "binding")
-        o = {"seeds": seeds, "other_teacher_binding": other_t,
-             "other_base_binding": score(results["other_table"], "base", "binding"),
-             "initial_kl": {k: _mean_sd([x[k] for x in kl]) for k in ("same_origin", "other_origin", "ratio")},
-             "losses": {}}
-        losses = sorted({r["loss"] for s in seeds for r in results["origin"][s]["runs"].values()})
-        for loss in losses:
-            row = {}
-            for kind in ("same", "other"):
-                names = [n for s in seeds for n, r in results["origin"][s]["runs"].items()
-                         if r["loss"] == loss and r["origin"] == kind]
-                curves = [results["origin"][s]["runs"][n]["curve"] for s in seeds for n in names
-                          if n in results["origin"][s]["runs"]]
-                firsts, lasts = zip(*[kl_window(c) for c in curves])
-                peaks = [max(a for _, a in binding_curve(c)) for c in curves]
-                row[kind] = {"binding": _mean_sd([score(table, n, "binding") for n in names]),
-                             "recall": _mean_sd([score(table, n, "recall") for n in names]),
-                             "kl_first": _mean_sd(firsts), "kl_last": _mean_sd(lasts), "peak": _mean_sd(peaks),
-                             "step1_kl": _mean_sd([c[0]["kl/binding"] for c in curves]),
-                             "per_seed_binding": [score(table, n, "binding") for n in names]}
-            s, x = row["same"], row["other"]
-            row["paired_binding"] = stats.paired(row["other"]["per_seed_binding"], row["same"]["per_seed_binding"])
-            row["verdict"] = origin_verdict(s["binding"][0], x["binding"][0], x["peak"][0], x["kl_first"][0],
-                                            x["kl_last"][0])
-            o["losses"][loss] = row
-        out["origin"] = o
+def summary(results: dict) -> dict:
+    """The numbers notebook 06 prints and `plots.rounds` / `plots.ucmopd` draw, from
+    {"table": evaluate table of every adapter (incl. "base"), "rounds": {seed: multi_round},
+    "ucmopd": {seed: ucmopd_study}} (either study may be absent): the base's and the round-1
+    teachers' accuracies, and per study the mean and sample std over seeds of each row (with its
+    per-seed values)."""
+    table = results["table"]
+    out = {"base": {d: mean_accuracy(table, "base", d) for d in ("binding", "recall")},
+           "teachers": {d: mean_accuracy(table, f"teacher_{d}", d) for d in ("binding", "recall")}}
     if results.get("rounds"):
         seeds = sorted(results["rounds"], key=int)
         r = {"seeds": seeds, "rows": {}}
-        kinds = {"round-1 student": lambda s: [f"student_pg_s{s}"] * 2,
-                 "round-2 teachers": lambda s: [f"r2_teacher_binding_s{s}", f"r2_teacher_recall_s{s}"],
-                 "round-2 student (from base)": lambda s: [f"r2_student_s{s}"] * 2,
-                 "round-2 student (from round-1 student)": lambda s: [f"r2_student_from_r1_s{s}"] * 2}
-        for label, names_of in kinds.items():
+        for label, names_of in ROUND_ROWS.items():
             if not all(names_of(s)[0] in table["acc"] for s in seeds):
                 continue
-            per = {d: [norm(names_of(s)[i], d) for s in seeds] for i, d in enumerate(("binding", "recall"))}
+            per = {d: [round1_normalised(table, names_of(s)[i], d) for s in seeds]
+                   for i, d in enumerate(("binding", "recall"))}
             mean = [(b + c) / 2 for b, c in zip(per["binding"], per["recall"])]
-            r["rows"][label] = {"binding": _mean_sd(per["binding"]), "recall": _mean_sd(per["recall"]),
-                                "mean": _mean_sd(mean), "per_seed": mean}
-        first = r["rows"].get("round-1 student")
-        r["paired"] = {label: stats.paired(row["per_seed"], first["per_seed"]) for label, row in r["rows"].items()
-                       if first is not None and label != "round-1 student"}
-        if results.get("control"):
-            cseeds = [s for s in seeds if s in results["control"]]
-            names = {s: f"student_pg_long_s{s}" for s in cseeds if f"student_pg_long_s{s}" in table["acc"]}
-            if names:
-                per = {d: [norm(names[s], d) for s in names] for d in ("binding", "recall")}
-                mean = [(b + c) / 2 for b, c in zip(per["binding"], per["recall"])]
-                r["rows"]["round-1 student, twice the steps (control)"] = {
-                    "binding": _mean_sd(per["binding"]), "recall": _mean_sd(per["recall"]), "mean": _mean_sd(mean),
-                    "per_seed": mean}
-                by_seed = dict(zip(names, mean))
-                def seeded(label):  # {seed: per-seed mean} of a row, on the control's seeds
-                    row = r["rows"].get(label)
-                    return {} if row is None else {s: v for s, v in zip(seeds, row["per_seed"]) if s in by_seed}
-                r["control"] = {
-                    "from_round1_minus_control": stats.paired(seeded("round-2 student (from round-1 student)"), by_seed),
-                    "control_minus_round1": stats.paired(by_seed, seeded("round-1 student"))}
-        r["paper"] = {"round-2 teachers": 1.030, "round-2 student (from base)": 0.986}
+            r["rows"][label] = {"binding": stats.mean_sd_or_none(per["binding"]),
+                                "recall": stats.mean_sd_or_none(per["recall"]),
+                                "mean": stats.mean_sd_or_none(mean), "per_seed": mean}
+        r["paper"] = dict(PAPER_ROUNDS)
         out["rounds"] = r
     if results.get("ucmopd"):
         seeds = sorted(results["ucmopd"], key=int)
-        u = {"seeds": seeds, "settings": {}, "paired": {}}
+        u = {"seeds": seeds, "settings": {}}
         for setting in ("two", "preserve"):
             rows = {}
             for method in ("mopd", "ucmopd"):
                 runs = [(n, r) for s in seeds for n, r in results["ucmopd"][s]["runs"].items()
                         if r["setting"] == setting and r["method"] == method]
-                if not runs:
-                    continue
-                names = [n for n, _ in runs]
-                cell = {d: _mean_sd([score(table, n, d) for n in names]) for d in ("binding", "recall")}
-                cell["normalised"] = {d: _mean_sd([norm(n, d) for n in names]) for d in ("binding", "recall")}
-                cell["binding_gained"] = _mean_sd([score(table, n, "binding") - base["binding"] for n in names])
-                cell["recall_kept"] = _mean_sd([score(table, n, "recall") - base["recall"] for n in names])
-                for key in ("gg_kept", "tef_masked"):
-                    for d in ("binding", "recall"):
-                        vals = [sum(row[f"{key}/{d}"] for row in c) / len(c) for _, r in runs
-                                if (c := r.get("curve")) and f"{key}/{d}" in c[0]]
-                        cell[f"{key}/{d}"] = _mean_sd(vals)
-                cell["per_seed"] = {r["seed"]: (norm(n, "binding") + norm(n, "recall")) / 2 for n, r in runs}
-                rows[method] = cell
-            if "mopd" in rows and "ucmopd" in rows:
-                u["paired"][setting] = stats.paired(rows["ucmopd"]["per_seed"], rows["mopd"]["per_seed"])
+                if runs:
+                    rows[method] = _ucmopd_cell(table, runs, out["base"])
             if rows:
                 u["settings"][setting] = rows
         out["ucmopd"] = u
-    if results.get("ucmopd_own"):
-        seeds = sorted(results["ucmopd_own"], key=int)
-        own = {"seeds": seeds, "specialist": {d: score(table, SPECIALIST, d) for d in ("binding", "recall")}
-               if SPECIALIST in table["acc"] else None, "rows": {}, "per_seed": {}}
-        for method in ("mopd", "mopd_rollouts", "ucmopd"):
-            names = {s: f"own_{method}_s{s}" for s in seeds if f"own_{method}_s{s}" in table["acc"]}
-            if not names:
-                continue
-            per = {s: {d: score(table, n, d) for d in ("binding", "recall")} for s, n in names.items()}
-            own["rows"][method] = {"binding": _mean_sd([v["binding"] for v in per.values()]),
-                                   "recall": _mean_sd([v["recall"] for v in per.values()]),
-                                   "recall_normalised": _mean_sd([norm(n, "recall") for n in names.values()]),
-                                   "mean_normalised": _mean_sd([(norm(n, "binding") + norm(n, "recall")) / 2
-                                                                for n in names.values()])}
-            own["per_seed"][method] = per
-        ps = own["per_seed"]
-        if "ucmopd" in ps:
-            own["paired"] = {f"ucmopd minus {ref}": {d: stats.paired({s: v[d] for s, v in ps["ucmopd"].items()},
-                                                                     {s: v[d] for s, v in ps[ref].items()})
-                                                     for d in ("binding", "recall")}
-                             for ref in ("mopd_rollouts", "mopd") if ref in ps}
-        out["ucmopd_own"] = own
     return out
+
+
+def _ucmopd_cell(table: dict, runs: list, base: dict) -> dict:
+    """One (setting, method) of ucmopd_study over its seeds' runs [(name, run), ...]."""
+    names = [n for n, _ in runs]
+    ms = stats.mean_sd_or_none
+    cell = {d: ms([mean_accuracy(table, n, d) for n in names]) for d in ("binding", "recall")}
+    cell["normalised"] = {d: ms([round1_normalised(table, n, d) for n in names]) for d in ("binding", "recall")}
+    cell["binding_gained"] = ms([mean_accuracy(table, n, "binding") - base["binding"] for n in names])
+    cell["recall_kept"] = ms([mean_accuracy(table, n, "recall") - base["recall"] for n in names])
+    for key in ("gg_kept", "tef_masked"):
+        for d in ("binding", "recall"):
+            vals = [sum(row[f"{key}/{d}"] for row in c) / len(c) for _, r in runs
+                    if (c := r.get("curve")) and f"{key}/{d}" in c[0]]
+            cell[f"{key}/{d}"] = ms(vals)
+    cell["per_seed"] = {r["seed"]: (round1_normalised(table, n, "binding") + round1_normalised(table, n, "recall")) / 2
+                        for n, r in runs}
+    return cell

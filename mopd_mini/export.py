@@ -420,7 +420,7 @@ def verl_overrides(cfg: MOPDConfig, lora: LoraSettings, paths: dict, layout: Lay
     return o
 
 
-def command(overrides: dict) -> str:
+def verl_command(overrides: dict) -> str:
     """The full verl command line for these overrides (one argument per line)."""
     args = [shlex.quote(f"{k}={hydra_value(v)}") for k, v in overrides.items()]
     return "python3 -m verl.trainer.main_ppo \\\n    " + " \\\n    ".join(args)
@@ -883,7 +883,7 @@ def build(out: Path, at: Path, cfg: MOPDConfig, teachers: dict, lora: LoraSettin
     overrides = verl_overrides(cfg, lora, paths, layout, max_prompt_tokens(tokenizer, train + val))
     doc = {"verl_version": VERL_VERSION, "config_name": "ppo_trainer",
            "overrides": [f"{k}={hydra_value(v)}" for k, v in overrides.items()],
-           "command": command(overrides),
+           "command": verl_command(overrides),
            "layout": {"gpus": layout.gpus, "actor_gpus": actor, "teacher_pool_gpus": pool,
                       "replicas_per_teacher": replicas, "teacher_tp": layout.teacher_tp},
            "mapping": [{"ours": a, "verl": b, "note": c} for a, b, c in MAPPING]}

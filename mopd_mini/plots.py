@@ -445,7 +445,7 @@ def baselines_view(rep: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# the ablations (mopd_mini.ablations.summarise gives `summary`; bench/ablations.py the results)
+# the ablations (mopd_mini.ablations.summary gives `summary`; bench/ablations.py the results)
 # ---------------------------------------------------------------------------------------------
 
 

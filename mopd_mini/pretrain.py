@@ -189,7 +189,7 @@ def train(cfg: PretrainConfig):
     return model, tokenizer, curve
 
 
-def save(model, tokenizer, curve, cfg: PretrainConfig):
+def save_checkpoint(model, tokenizer, curve, cfg: PretrainConfig):
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     model.generation_config.update(do_sample=False, top_k=None, top_p=None, temperature=None)
@@ -211,7 +211,7 @@ def main(argv=None):
         args.eval_lengths = tuple(sorted({*args.eval_lengths, args.lengths[1]}))
     cfg = PretrainConfig(**vars(args))
     model, tokenizer, curve = train(cfg)
-    save(model, tokenizer, curve, cfg)
+    save_checkpoint(model, tokenizer, curve, cfg)
     print(f"wrote {cfg.out}")
 
 

@@ -102,6 +102,16 @@ def mean_sd(values) -> tuple[float, float]:
     return m, math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
 
 
+def mean_sd_or_none(values) -> tuple[float | None, float | None]:
+    """`mean_sd` of the values that are not None, with None where it gives no number: (None, None)
+    without a value, the std None with one (a JSON file holds null; a page prints the mean alone)."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None, None
+    m, sd = mean_sd(vals)
+    return m, (None if math.isnan(sd) else sd)
+
+
 def t_half_width(values) -> float:
     """The half-width of the 95% t-interval of the mean of the values that are not None or NaN,
     t_{0.975, n-1} · sd / sqrt(n) with the sample std (ddof = 1); NaN with fewer than two values."""
