@@ -8,6 +8,7 @@ metric, budgets, seeds, statistics, decision rule) is docs/matched.md, written b
     python -m bench.matched --estimate               # time a few steps of every trainer; the plan's CPU time
     python -m bench.matched --quick --no-write       # the smoke test (seconds)
     python -m bench.matched --render docs/matched.json
+    python -m bench.matched --T 200 --seeds 0 1 2 3 4 --cures   # the stuck student's cures beside exact KL at T = 200
 
 A declaration on bench.study's runner, one study per T, each with its own teacher set (the
 baselines' Bench with the teachers at T steps):
@@ -30,6 +31,14 @@ SE (bench.study's tie_break). Test: `test_n` prompts per domain and length, once
 
 The JSON is written after every seed of every T and the runs reload from runs/matched/, so a
 stopped command resumes where it stopped.
+
+`--cures` is docs/regimes.md's course-setting check of the stuck student's cures (its amendment of
+2026-12-03): at one T, exact KL and the four cures (bench.regimes.CURES: forward KL, JSD with beta
+chosen on val, exact KL at lmbda 0.5 on the teachers' prefixes, Top-k with support matching), each
+on exact KL's grid of this sweep by the same runner, from the sweep's teachers at T (its run folder:
+what it holds reloads); each cure minus that exact KL, paired, Holm over the cures, H2b.1's rule.
+Written to matched.json's `by_T.<T>.cures` (nothing else there changes) and rendered in
+docs/regimes.md's Results, the page that registered it.
 """
 
 from __future__ import annotations
@@ -48,10 +57,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import mopd_mini as mm  # noqa: E402
-from mopd_mini import cost, plots, stats  # noqa: E402
+from mopd_mini import cost, plots, runs, stats  # noqa: E402
 from mopd_mini.adapters import atomic_write  # noqa: E402
 
-from . import baselines, study  # noqa: E402
+from . import baselines, regimes, study  # noqa: E402
 from .baselines import DOMAINS, LABEL, MERGES  # noqa: E402
 from .common import above_header, command, machine, machine_line  # noqa: E402
 
@@ -208,6 +217,7 @@ def matched_report(declared: study.Study, plan: Plan, T: int):
                 "teacher_cost": {d: {**cost.totals(t.metrics), "seconds": t.seconds,
                                      "flops": cost.flops(cost.totals(t.metrics), bench.N, bench.n_lora)}
                                  for d, t in bench.teachers.items()},
+                "teacher_sha256": {d: runs.adapter_digest(bench.bank, f"teacher_{d}") for d in bench.teachers},
                 "N": bench.N, "n_lora": bench.n_lora, "seeds_done": list(state.per_seed), "elapsed_s": state.elapsed,
                 "refs": {split: {a: getattr(state, split)[a] for a in declared.refs} for split in ("val", "test")},
                 "grid": state.grid, "chosen": state.chosen, "rows": rows}
@@ -564,6 +574,299 @@ def estimate(plan: Plan, steps: int = 4, seeds: int = 3, workers: int = 2) -> di
 
 
 # ---------------------------------------------------------------------------------------------
+# the course-setting check of the stuck student's cures (docs/regimes.md, "Amendment, 2026-12-03:
+# arm 2b", "Course-setting check"): the four cures beside exact KL at one T, on this sweep's protocol
+# ---------------------------------------------------------------------------------------------
+
+CURES_T = 200                                           # the T the registration names
+CURE_FIELDS = {key: fields for key, _, fields in regimes.CURES}
+"""each cure's MOPDConfig fields (bench.regimes.CURES: the registration's table of the cures)"""
+CURES_METHODS = ("mopd_kl",) + tuple(CURE_FIELDS)
+CURE_LABEL = {"mopd_kl": LABEL["mopd_kl"], **{key: label for key, label, _ in regimes.CURES}}
+CURES_PAGE = "regimes.md"
+"""where the check's section is rendered: the page whose amendment registered it (its data is in
+matched.json, `by_T.<T>.cures`, beside the sweep's own rows at that T)"""
+CURES_HEADING = "### Course-setting check: the cures on binding + recall"
+
+
+def cure_grid(plan: Plan, key: str) -> list[dict]:
+    """The registered grid: exact KL's (plan.lrs["mopd_kl"], 3 rates x3 apart around its
+    course-budget choice) for every cure; jsd's beta from bench.regimes.JSD_BETAS beside it."""
+    lrs = plan.lrs["mopd_kl"]
+    if key == "mopd_jsd":
+        return [{"lr": lr, "beta": b} for b in regimes.JSD_BETAS for lr in lrs]
+    return [{"lr": lr} for lr in lrs]
+
+
+def train_cure(bench, key: str, setting: dict, seed: int) -> study.Result:
+    """One run of a cure at (setting, seed): bench.baselines' MOPD run (its budget, evaluations and
+    folder) with the cure's MOPDConfig fields and the setting's beta (jsd)."""
+    fields = {**CURE_FIELDS[key], **{k: v for k, v in setting.items() if k != "lr"}}
+    name = f"{key}_lr{study.tag(setting['lr'])}" + "".join(f"_b{study.tag(v)}" for k, v in setting.items()
+                                                           if k == "beta") + f"_s{seed}"
+    run = mm.train_student(bench.bank, mm.MOPDConfig.for_model(
+        "tiny", prompts_per_domain=bench.proto.per_domain, student=name, track_steps=(), **fields,
+        **bench.common(seed, setting["lr"])))
+    return study.Result.of(name, run)
+
+
+def declare_cures(plan: Plan, T: int, quick: bool) -> study.Study:
+    """The check on the runner: exact KL (trained as the sweep trains it: the same run names, so a
+    folder holding the sweep's runs at T reloads them) and the four cures, each on its grid, with the
+    sweep's bracketing, tie-break and val choice; the teachers are the sweep's at T (its folder)."""
+    def method(m):
+        train = ((lambda bench, s, seed: bench.train(m, s["lr"], seed)) if m == "mopd_kl" else
+                 (lambda bench, s, seed: train_cure(bench, m, s, seed)))
+        return study.Method(train, grid=cure_grid(plan, m), needs=baselines.needs(m), extend=extend_lr)
+
+    proto = plan.protocol(T)
+    experiment = EXPERIMENT + ("-quick" if quick else "")
+    return study.Study(module="bench.matched", argv=["--T", str(T), "--cures"] + (["--quick"] if quick else []),
+                       methods={m: method(m) for m in CURES_METHODS},
+                       setup=lambda progress: baselines.Bench(proto, experiment, progress=progress),
+                       parts={"all": None}, tie_break=plan.tie_break, val_from_run=False, max_extend=plan.extend)
+
+
+def logged_at(run, prefix: str, steps: tuple = regimes.STUCK_STEPS) -> dict:
+    """{step: the mean over domains of the run's `<prefix>/<domain>` metric} at the steps of `steps`
+    that ran and at the last step (the stuck share, the off-support mass; None where never logged)."""
+    rows = {r["step"]: r for r in (run.metrics if run is not None else [])
+            if any(k.startswith(prefix + "/") and r[k] is not None for k in r)}
+    picked = dict.fromkeys([s for s in steps if s in rows] + ([max(rows)] if rows else []))
+    return {str(s): fmean(v for k, v in rows[s].items() if k.startswith(prefix + "/") and v is not None) for s in picked}
+
+
+def summarise_cures(declared: study.Study, plan: Plan, T: int):
+    """The sweep's report of a T (its rows, grids, choices, teachers and their sha256), each row with
+    the stuck share and the off-support mass at steps 50, 100, 300 and the last (descriptive)."""
+    base = summarise(declared, plan, T)
+
+    def report(bench, state: study.State) -> dict:
+        rep = base(bench, state)
+        for m, per in rep["rows"].items():
+            for seed, row in per.items():
+                run = state.per_seed[seed][m].run
+                row["stuck_share"], row["off_support"] = logged_at(run, "stuck_share"), logged_at(run, "off_support")
+        return rep
+    return report
+
+
+def cures_decisions(block: dict) -> dict:
+    """{cure: cure minus exact KL on the mean normalised test score, paired by seed (95%), Holm over
+    the cures (bench.study.family) and the decision by H2b.1's rule (bench.regimes.decide: decided
+    only when p (Holm) < 0.05, then supported iff the interval lies above 0, refuted iff below;
+    otherwise not resolved with the differences the interval allows; nothing is called equal)}."""
+    rows = block["rows"]
+    comp = {k: study.paired(rows, k, "mopd_kl") for k in CURE_FIELDS if k in rows and "mopd_kl" in rows}
+    return {k: {**f, "decision": regimes.decide(f, above=0.0, p_adj=f["p_holm"])} for k, f in study.family(comp).items()}
+
+
+def _teachers_note(by_T: dict, block: dict, T) -> list[str]:
+    """Which teachers the check read against those the sweep's recorded run at T read."""
+    mine, theirs = block.get("teacher_sha256", {}), by_T.get("teacher_sha256")
+    test = lambda rep, d: fmean(rep["refs"]["test"][f"teacher_{d}"][d].values())  # noqa: E731
+    accs = "; ".join(f"{d} {test(block, d):.3f}" + (f" (the sweep's recorded run: {test(by_T, d):.3f})" if "refs" in by_T
+                                                   else "") for d in DOMAINS)
+    same = (f"the same weights as the sweep's recorded run at T = {T} (sha256 equal)" if theirs and theirs == mine else
+            f"other weights than the sweep's recorded run at T = {T} (sha256 differ)" if theirs else
+            f"the sweep's recorded run at T = {T} kept no hash of its teachers, so they cannot be shown to be the same")
+    return [f"**Teachers.** GRPO, {T} steps, lr 1e-3, seed 0, in this command's run folder (trained by it unless the "
+            "folder held them): sha256 " + ", ".join(f"{d} {h[:16]}" for d, h in mine.items()) + f"; {same}. Their "
+            f"test accuracy (mean over the lengths): {accs}. So exact KL is trained here again, beside the cures and on "
+            "their teachers, on its own grid by the same runner (the sweep's run names: a folder holding the sweep's runs "
+            "reloads them), and every cure is paired with that exact KL: the same teachers, seeds and test prompts. The "
+            "sweep's recorded exact-KL rows are shown beside it, descriptive.", ""]
+
+
+def cures_markdown(by_T: dict, T) -> list[str]:
+    """The check's section (a function of matched.json's `by_T.<T>`: its `cures` block and, for the
+    descriptive columns, the sweep's recorded rows at that T)."""
+    block = by_T["cures"]
+    rows, seeds, plan = block["rows"], block["seeds_done"], block["plan"]
+    mean = lambda m, f: study.cell([f(p) for p in rows[m].values()])  # noqa: E731
+    out = [f"{CURES_HEADING} at T = {T}", "",
+           f"Written by `{block['command']}`, finished {block['date']}, on {machine_line(block['machine'])}. Its "
+           "registration is this page's \"Course-setting check\" (amendment of 2026-12-03); its data is docs/matched.json, "
+           f"`by_T.{T}.cures`, beside the matched sweep's own rows at T = {T} (docs/matched.md's protocol: teachers {T} "
+           f"GRPO steps, MOPD {plan['student_steps']} steps x {plan['per_domain']} prompts a domain, test "
+           f"{plan['test_n']} a length).", "",
+           *study.unfinished(block["command"], seeds), *_teachers_note(by_T, block, T),
+           "Test split, mean ± sample std over seeds (ddof = 1). Normalised: (method - base) / (teacher - base) per "
+           "domain, the decision's score; lift: accuracy over the domain's lengths minus the base's. Stuck share: the "
+           "detector's (docs/stuck.md) at the last step, mean over the domains. Stage FLOPs: the method's own (for lmbda "
+           "0.5 the teachers' generation included).", "",
+           "| method | chosen (val, seed 0) | normalised binding | normalised recall | mean normalised | mean lift | "
+           "stuck share, last step | stage FLOPs |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    last = lambda p, k: list(p[k].values())[-1] if p.get(k) else float("nan")  # noqa: E731
+    for m in CURES_METHODS:
+        if m not in rows:
+            continue
+        chosen = json.dumps(block["chosen"][m]) + (" **(on the grid's edge: not bracketed)**" if on_edge(block, m) else "")
+        out.append(f"| {CURE_LABEL[m]} | {chosen} | {mean(m, lambda p: p['all']['binding']['normalised'])} | "
+                   f"{mean(m, lambda p: p['all']['recall']['normalised'])} | {mean(m, lambda p: p['all']['mean'])} | "
+                   f"{mean(m, lambda p: p['lift']['mean'])} | {mean(m, lambda p: last(p, 'stuck_share'))} | "
+                   f"{fmean(p['stage']['flops'] for p in rows[m].values()):.2e} |")
+    out += ["", f"The val choice (seed 0, val {plan['val_n']} a length; the runner's: the best mean normalised val "
+            "score, bracketed past an edge, a choice within one val SE trained again at seed 1 and made on the two-seed "
+            "mean):", "",
+            "| method | settings tried: val mean normalised (two-seed mean where the tie-break ran) |", "| --- | --- |"]
+    for m in CURES_METHODS:
+        if m in block["grid"]:
+            out.append(f"| {CURE_LABEL[m]} | " + "; ".join(
+                ", ".join(f"{k} {v:g}" for k, v in g.items() if k in ("lr", "beta")) + f": {g['mean']:.3f}"
+                + (f" ({g['mean2']:.3f})" if "mean2" in g else "") + (" [extended]" if g.get("extended") else "")
+                for g in block["grid"][m]) + " |")
+    recorded = by_T.get("rows", {}).get("mopd_kl", {})
+    out += ["", "Per seed, mean normalised test score" + (" (the last row: the sweep's recorded exact KL at this T, "
+            "descriptive)" if recorded else "") + ":", "",
+            "| method | " + " | ".join(f"seed {s}" for s in seeds) + " |", "| --- | " + " | ".join("---" for _ in seeds) + " |"]
+    per = {m: {str(s): p["all"]["mean"] for s, p in rows[m].items()} for m in CURES_METHODS if m in rows}
+    if recorded:
+        per["recorded"] = {str(s): p["all"]["mean"] for s, p in recorded.items()}
+    for m, v in per.items():
+        label = "MOPD exact KL, the sweep's recorded run" if m == "recorded" else CURE_LABEL[m]
+        out.append(f"| {label} | " + " | ".join(f"{v[str(s)]:.3f}" if str(s) in v else "—" for s in seeds) + " |")
+    dec = cures_decisions(block)
+    diffs = lambda k: {s: rows[k][s]["all"]["mean"] - rows["mopd_kl"][s]["all"]["mean"]  # noqa: E731
+                       for s in rows[k] if s in rows["mopd_kl"]}
+    out += ["", f"Each cure minus exact KL (trained here), on the mean normalised test score, paired by seed: mean "
+            f"difference ± 95% t half-width [interval], the paired t-test's p and its Holm adjustment over the family of "
+            f"{len(dec)} (the cures). Rule (H2b.1's): a row is decided only when p (Holm) < 0.05, then supported iff the "
+            "interval lies above 0, refuted iff below; otherwise not resolved, with the differences its interval allows. "
+            "No equivalence margin was registered: nothing is called equal.", "",
+            "| comparison | difference | per seed | p | p (Holm) | rule | decision |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for k, f in dec.items():
+        out.append(f"| {CURE_LABEL[k]} minus {CURE_LABEL['mopd_kl']} | {stats.interval_text(f)} [{f['lo']:+.3f}, "
+                   f"{f['hi']:+.3f}] (n = {f['n']}) | {study.seeds_text(diffs(k))} | {f['p']:.3f} | "
+                   f"{f['p_holm']:.3f} | supported iff above 0; refuted iff below 0 | {f['decision']} |")
+    if recorded:
+        r = study.paired({"here": rows["mopd_kl"], "recorded": recorded}, "here", "recorded")
+        same = block.get("teacher_sha256") and block.get("teacher_sha256") == by_T.get("teacher_sha256")
+        out += ["", f"Descriptive, outside the family: exact KL here minus the sweep's recorded exact KL, "
+                f"{stats.interval_text(r)} (n = {r['n']}; the same method, grid and seeds, "
+                + ("on the same teachers)." if same else "on teachers trained again).")]
+    out += ["", "Decisions: " + "; ".join(f"**{CURE_LABEL[k]}** {f['decision']}" for k, f in dec.items()) + ".", ""]
+    return out
+
+
+def cures_sections(rep: dict) -> list[str]:
+    """Every T's check section of a matched.json (none: no T has a `cures` block)."""
+    return [line for key, by_T in sorted(rep.get("by_T", {}).items(), key=lambda kv: int(kv[0])) if "cures" in by_T
+            for line in cures_markdown(by_T, int(key))]
+
+
+def splice(text: str, section: list[str]) -> str:
+    """docs/regimes.md with the check's section in its Results: in place of the one there (from its
+    heading to the next heading of its level or above), else before "### Arm 3", else at the end.
+    Nothing above "## Results" changes (a page without one gets it)."""
+    head = above_header(text, RESULTS)
+    lines = text[len(head):].splitlines() or [RESULTS, ""]
+    start = next((i for i, line in enumerate(lines) if line.startswith(CURES_HEADING)), None)
+    if start is None:
+        start = end = next((i for i, line in enumerate(lines) if line.startswith("### Arm 3")), len(lines))
+    else:
+        end = next((j for j in range(start + 1, len(lines)) if lines[j].startswith(("### ", "## "))
+                    and not lines[j].startswith(CURES_HEADING)), len(lines))
+    return head + "\n".join(lines[:start] + section + lines[end:]).rstrip() + "\n"
+
+
+def write_cures(rep: dict, out: Path) -> None:
+    """The `cures` blocks into out/matched.json (read again now: every other key as it is on disk)
+    and their sections into out/regimes.md's Results."""
+    saved = out / "matched.json"
+    disk = json.loads(saved.read_text())
+    for key, by_T in rep["by_T"].items():
+        if "cures" in by_T:
+            disk["by_T"][key]["cures"] = by_T["cures"]
+    atomic_write(saved, json.dumps(disk, indent=1, default=str).encode())
+    page = out / CURES_PAGE
+    page.write_text(splice(page.read_text() if page.exists() else "# The regime study\n\n", cures_sections(disk)))
+
+
+def check_cures_target(out: Path, Ts: tuple) -> dict:
+    """matched.json's sweep at each T (the check is written beside it), before anything trains."""
+    saved = out / "matched.json"
+    rep = json.loads(saved.read_text()) if saved.exists() else {}
+    missing = [T for T in Ts if "rows" not in rep.get("by_T", {}).get(str(T), {})]
+    if missing:
+        raise SystemExit(f"--cures writes beside the matched sweep's run at T = {missing} in {saved}, which has none: "
+                         f"run `python -m bench.matched --T {missing[0]}` first, or pass --no-write")
+    return rep
+
+
+def run_cures(args, plan: Plan, Ts: tuple, argv) -> dict:
+    """The check at each T: the runner's protocol, the block written after every seed (resumable:
+    the runs and evaluations reload from the sweep's folder at T)."""
+    out = Path(args.out)
+    rep = {"by_T": {str(T): {} for T in Ts}}
+    if not args.no_write:
+        target = check_cures_target(out, Ts)
+        rep["by_T"] = {str(T): target["by_T"][str(T)] for T in Ts}
+    cmd, where = command("bench.matched", argv), machine()
+    for T in Ts:
+        declared = declare_cures(plan, T, args.quick)
+
+        def save(part, T=T):
+            date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+            rep["by_T"][str(T)]["cures"] = json.loads(json.dumps(
+                {**part, "plan": {k: getattr(plan, k) for k in ("student_steps", "per_domain", "val_n", "test_n")},
+                 "command": cmd, "date": date, "machine": where},
+                default=str))
+            if not args.no_write:
+                write_cures(rep, out)
+
+        study.run(declared, seeds=args.seeds, n=plan.test_n, val_n=plan.val_n, workers=args.workers,
+                  quiet=args.quiet, summarise=summarise_cures(declared, plan, T), write=save)
+    print("\n".join(cures_sections(rep)))
+    return rep
+
+
+def estimate_cures(plan: Plan, T: int, seeds: int, workers: int, steps: int = 4) -> dict:
+    """The check's time: `steps` timed steps of the teachers' GRPO and of exact KL and each cure at
+    the plan's batch sizes (in memory, on the tiny base; jsd at its middle beta) and one val
+    evaluation, times what the runner trains and evaluates. Two figures: the least (each grid at
+    seed 0, the other seeds, no bracketing or tie-break) and the most (every extension the runner
+    allows: `plan.extend` past the edge, the tie-break's two settings at seed 1, `Study.rebracket`
+    more on two seeds); the teachers once, in the main process. Scaled by this process's CPU share
+    to a quiet machine's, as `estimate` is."""
+    import torch
+
+    torch.set_num_threads(1)
+    bank = mm.AdapterBank(*mm.load_base("tiny"))
+    common = dict(steps=steps, eval_every=0, experiment=None, progress=False)
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    teacher = fmean(mm.train_teacher(bank, mm.GRPOConfig(domain=d, prompts_per_step=plan.per_domain,
+                                                         group_size=plan.group, **common)).seconds for d in DOMAINS) / steps
+    per_step = {}
+    for m in CURES_METHODS:
+        setting = cure_grid(plan, m)[len(cure_grid(plan, m)) // 2]
+        fields = {**CURE_FIELDS.get(m, {"loss": "kl"}), **{k: v for k, v in setting.items() if k != "lr"}}
+        per_step[m] = mm.train_student(bank, mm.MOPDConfig(prompts_per_domain=plan.per_domain, student=f"probe_{m}",
+                                                           track_steps=(), **fields, **common)).seconds / steps
+    started = time.perf_counter()
+    mm.evaluate(bank, ["base"], n=plan.val_n, split="val")
+    val_eval = time.perf_counter() - started
+    share = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
+    curve_eval, test_eval = val_eval * plan.curve_n / plan.val_n, val_eval * plan.test_n / plan.val_n
+    run_s = {m: per_step[m] * plan.student_steps + curve_eval * (plan.student_steps // plan.eval_every)
+             for m in CURES_METHODS}
+    grid = sum(len(cure_grid(plan, m)) * (run_s[m] + val_eval) for m in CURES_METHODS)
+    more = sum((plan.extend + 2 + 2 * study.Study.rebracket) * (run_s[m] + val_eval) for m in CURES_METHODS)
+    others = (seeds - 1) * sum(run_s.values()) + seeds * len(CURES_METHODS) * test_eval + 3 * (val_eval + test_eval)
+    teachers = 2 * teacher * T
+    least, most = teachers + grid + others, teachers + grid + more + others
+    lines = [f"{m}: {per_step[m]:.3f} s a step, {run_s[m] / 60:.1f} min a run at {plan.student_steps} steps "
+             f"(grid of {len(cure_grid(plan, m))})" for m in CURES_METHODS]
+    lines += [f"teachers {teachers:.0f} s (main process, when the folder does not hold them), the val grid {grid:.0f} s, "
+              f"bracketing and tie-breaks at most {more:.0f} s, seeds 1.. and the test evaluations {others:.0f} s"]
+    return {"per_step_s": {"teacher": teacher, **per_step}, "val_eval_s": val_eval, "cpu_share": share, "lines": lines,
+            "cpu_s": [least, most], "quiet_cpu_s": [share * least, share * most],
+            "wall_s": [teachers + (least - teachers) / workers, teachers + (most - teachers) / workers],
+            "quiet_wall_s": [share * (teachers + (x - teachers) / workers) for x in (least, most)], "workers": workers,
+            "machine": machine_line()}
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def main(argv=None):
@@ -578,6 +881,9 @@ def main(argv=None):
     p.add_argument("--estimate", action="store_true", help="time a few steps of every trainer and print the "
                    "plan's CPU and wall time (nothing trained to disk)")
     p.add_argument("--render", metavar="JSON", help="rewrite the results section and figure from a saved matched.json")
+    p.add_argument("--cures", action="store_true", help="the stuck student's cures beside exact KL at --T (default "
+                   f"{CURES_T}): docs/regimes.md's course-setting check, written to matched.json's by_T.<T>.cures and "
+                   "regimes.md's Results")
     p.add_argument("--n", type=int, help=argparse.SUPPRESS)          # set by the runner for its workers
     study.add_worker_args(p)
     args = p.parse_args(argv)
@@ -585,7 +891,16 @@ def main(argv=None):
     if args.workers < 1:
         raise SystemExit(f"--workers must be >= 1, got {args.workers}")
     if args.worker is not None:
-        return study.worker_main(declare(plan, args.T[0], args.quick), args.worker, args.jobs, plan.test_n, plan.val_n)
+        declared = (declare_cures if args.cures else declare)(plan, args.T[0], args.quick)
+        return study.worker_main(declared, args.worker, args.jobs, plan.test_n, plan.val_n)
+    if args.estimate and args.cures:
+        est = estimate_cures(plan, (args.T or [CURES_T])[0], seeds=len(args.seeds), workers=args.workers)
+        print(json.dumps(est, indent=1))
+        h = lambda k: f"{est[k][0] / 3600:.1f} to {est[k][1] / 3600:.1f}"  # noqa: E731
+        print(f"estimate (--cures): {h('cpu_s')} CPU-hours as measured, {h('wall_s')} h wall with {est['workers']} "
+              f"worker(s); on a quiet machine (CPU share {est['cpu_share']:.2f}) {h('quiet_cpu_s')} CPU-hours, "
+              f"{h('quiet_wall_s')} h wall")
+        return est
     if args.estimate:
         est = estimate(plan, seeds=len(args.seeds), workers=max(args.workers, 2))
         print(json.dumps(est, indent=1))
@@ -593,16 +908,24 @@ def main(argv=None):
               f"{est['workers']} workers; {est['quiet_wall_s'] / 3600:.1f} h on a quiet machine (CPU share "
               f"{est['cpu_share']:.2f})")
         return est
+    if args.render and args.cures:
+        rep = json.loads(Path(args.render).read_text())
+        if not args.no_write:
+            write_cures(rep, Path(args.out))
+        print("\n".join(cures_sections(rep)))
+        return rep
     if args.render:
         rep = json.loads(Path(args.render).read_text())
         if not args.no_write:
             write(rep, Path(args.out))
         print(results_markdown(rep))
         return rep
-    Ts = tuple(args.T or plan.Ts)
+    Ts = tuple(args.T or (plan.Ts if args.quick or not args.cures else (CURES_T,)))
     unknown = [T for T in Ts if T < 1]
     if unknown:
         raise SystemExit(f"--T must be >= 1 steps, got {unknown}")
+    if args.cures:
+        return run_cures(args, plan, Ts, argv)
     out = Path(args.out)
     saved = out / "matched.json"
     rep = {"command": command("bench.matched", argv), "machine": machine(), "plan": {**asdict(plan), "Ts": list(Ts)},
@@ -617,6 +940,9 @@ def main(argv=None):
         def save(part, T=T):
             rep["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
             rep["by_T"][str(T)] = {**part, "command": rep["command"], "date": rep["date"], "machine": rep["machine"]}
+            kept = json.loads(saved.read_text())["by_T"].get(str(T), {}) if saved.exists() and not args.no_write else {}
+            if "cures" in kept:                    # the cures' check at this T (--cures) is kept as written
+                rep["by_T"][str(T)]["cures"] = kept["cures"]
             if not args.no_write:
                 write(rep, out)
 

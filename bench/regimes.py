@@ -1579,6 +1579,8 @@ def render(out: Path, page_from: Path | None = None) -> Path:
         body += markdown(data, ARMS[a], figures(views[str(a)], ARMS[a], out / "figures"))
     with Store(out / "regimes.json").edit() as stored:   # what the figures draw, for notebook 07
         stored["views"] = views
+    from .matched import cures_sections     # the course-setting check (bench.matched --cures), from its JSON
+    body += cures_sections(json.loads((out / "matched.json").read_text())) if (out / "matched.json").exists() else []
     body += ["### Arm 3: capacity", "", "**Not run**: it was registered to run after arms 1 and 2, and the sessions "
              "that ran them spent the rest of their CPU on the matched-budget study (docs/matched.md) and on arm 1b's "
              "5-seed check. Its registration above stands for a later run.", ""]
