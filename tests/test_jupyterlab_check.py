@@ -50,22 +50,33 @@ def test_a_slider_moves_away_from_the_end_it_is_at_and_a_selection_wraps():
     assert check.slug("top-k correction") == "top-k-correction" and check.slug("\u200b") == "widget"
 
 
-def report(changed=(True, True, True), times=(300.0, 100.0, 200.0), **nb):
-    w = {"kind": "slider", "description": "step", "cell": 28, "times_ms": list(times), "changed": list(changed)}
+def report(status=("changed", "changed", "changed"), times=(300.0, 100.0, 200.0), **nb):
+    w = {"kind": "slider", "description": "step", "cell": 28, "times_ms": list(times), "status": list(status)}
     return {"notebooks": [{"notebook": "03_mopd.ipynb", "run_seconds": 12.0, "widgets": [w], **nb}]}
 
 
-def test_the_row_is_the_median_of_the_changes_that_showed():
+def test_a_change_is_new_output_a_redraw_of_the_same_or_nothing():
+    assert check.outcome({"t0": 10.0, "t1": 250.5, "t_redraw": 240.0}) == ("changed", 240.5)
+    assert check.outcome({"t0": 10.0, "t1": None, "t_redraw": 90.0}) == ("same", 80.0)
+    assert check.outcome({"t0": 10.0, "t1": None, "t_redraw": None}) == ("none", None)
+    assert check.outcome({"t0": None, "t1": None, "t_redraw": None}) == ("none", None)   # the input never fired
+
+
+def test_the_row_is_the_median_of_the_changes_that_drew_something_new():
     row = check.widget_row("03_mopd.ipynb", report()["notebooks"][0]["widgets"][0])
-    assert (row["median_ms"], row["max_ms"], row["responded"], row["changes"]) == (200, 300, 3, 3)
-    row = check.widget_row("x", report(changed=(True, False, True), times=(300.0, None, 100.0))["notebooks"][0]["widgets"][0])
-    assert (row["median_ms"], row["responded"]) == (200, 2)
+    assert (row["median_ms"], row["max_ms"], row["changed"], row["same"], row["changes"]) == (200, 300, 3, 0, 3)
+    w = report(status=("changed", "same", "changed"), times=(300.0, 5.0, 100.0))["notebooks"][0]["widgets"][0]
+    row = check.widget_row("x", w)
+    assert (row["median_ms"], row["changed"], row["same"]) == (200, 2, 1)
 
 
 def test_every_kind_of_failure_fails_and_a_clean_report_passes():
     assert check.failures(report()) == []
-    assert check.failures(report(changed=(True, False, True))) == \
-        ["03_mopd.ipynb: cell 28 slider 'step': output unchanged after 1 of 3 changes"]
+    assert check.failures(report(status=("changed", "same", "changed"))) == []   # a knob the setting ignores
+    assert check.failures(report(status=("changed", "none", "changed"))) == \
+        ["03_mopd.ipynb: cell 28 slider 'step': no response to 1 of 3 changes"]
+    assert check.failures(report(status=("same", "same", "same"))) == \
+        ["03_mopd.ipynb: cell 28 slider 'step': redrawn, but the output never changed (3 changes)"]
     assert check.failures(report(errors=["cell 6: AssertionError: agree"])) == \
         ["03_mopd.ipynb: cell 6: AssertionError: agree"]
     assert check.failures(report(tracebacks=["KeyError: 'step'"]))
@@ -76,5 +87,12 @@ def test_every_kind_of_failure_fails_and_a_clean_report_passes():
 
 def test_the_table_has_a_row_per_widget_and_the_console_errors():
     text = check.table(report(console_errors=["Failed to load resource: 404"]))
-    assert "| 03_mopd.ipynb | 28 | slider | step | 3/3 | 200 | 300 |" in text
+    assert "| 03_mopd.ipynb | 28 | slider | step | 3/3 | 0 | 200 | 300 |" in text
     assert "JS console: Failed to load resource: 404" in text
+
+
+def test_a_console_error_names_its_address_once():
+    assert check.console_line("Failed to load resource", {"url": "https://x/y.js"}) == \
+        "Failed to load resource (https://x/y.js)"
+    assert check.console_line("GET https://x/y.js 404", {"url": "https://x/y.js"}) == "GET https://x/y.js 404"
+    assert check.console_line("oops", {}) == "oops"

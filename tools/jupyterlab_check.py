@@ -15,13 +15,14 @@ environment:
 3. find every ipywidgets control in the page (sliders, dropdowns, checkboxes, toggle buttons,
    radio buttons, buttons) and change each `--repeats` times (a slider by the keyboard, a
    dropdown to its next option, a box or button by a click): the response time is from the
-   browser's input event to the first change of the cell's output (its figure, the text of its
-   Output and HTML widgets), measured in the page; a screenshot of the cell's output before and
-   after the first change goes to --out;
+   browser's input event to the new output of the cell (its new figure, where it has one, else
+   the changed text of its Output and HTML widgets), measured in the page; a change that redraws
+   the output as it was (a knob the setting does not use) counts as "same output"; a screenshot
+   of the cell's output before and after the first change goes to --out;
 4. JavaScript console errors and page errors are recorded with the notebook they came under.
 
-Prints a table, writes <out>/summary.json, exits 1 if a cell raised, a widget did not render or a
-control's change did not change its output.
+Prints a table, writes <out>/summary.json, exits 1 if a cell raised, a widget did not render, a
+change got no response, or no change of a control ever drew a new output.
 
 Needs: Playwright for Python (`pip install -e ".[browser]"`; `playwright install` is not needed
 with a system Chromium) and a Chromium (`apt-get install chromium`: --chromium /usr/bin/chromium).
@@ -130,11 +131,32 @@ def slug(text: str, limit: int = 40) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:limit] or "widget"
 
 
+def console_line(text: str, location: dict | None) -> str:
+    """A console error with the address it came from, if the text does not already hold it."""
+    url = (location or {}).get("url") or ""
+    return text if not url or url in text else f"{text} ({url})"
+
+
+def outcome(poll: dict) -> tuple[str, float | None]:
+    """One change's result from the page's timestamps (ms, performance.now()): t0 the input event,
+    t1 the new output (its figure, where it has one), t_redraw the first mutation of the output
+    outside the control. "changed" and the ms to t1; "same" (redrawn, nothing new: the setting
+    draws what the last one did) and the ms to t_redraw; "none" (no response in the time allowed)."""
+    if poll.get("t0") is None:
+        return "none", None
+    if poll.get("t1") is not None:
+        return "changed", round(poll["t1"] - poll["t0"], 1)
+    if poll.get("t_redraw") is not None:
+        return "same", round(poll["t_redraw"] - poll["t0"], 1)
+    return "none", None
+
+
 def widget_row(notebook: str, w: dict) -> dict:
-    """One table row from one control's measurement ({"times_ms": [...], "changed": [...], ...})."""
-    times = [t for t, c in zip(w["times_ms"], w["changed"]) if c]
+    """One table row from one control's measurement ({"status": [...], "times_ms": [...], ...}):
+    the median and the largest response over the changes that drew something new."""
+    times = [t for t, s in zip(w["times_ms"], w["status"]) if s == "changed"]
     return {"notebook": notebook, "cell": w["cell"], "kind": w["kind"], "description": w["description"],
-            "changes": len(w["changed"]), "responded": sum(w["changed"]),
+            "changes": len(w["status"]), "changed": w["status"].count("changed"), "same": w["status"].count("same"),
             "median_ms": round(statistics.median(times)) if times else None,
             "max_ms": round(max(times)) if times else None}
 
@@ -153,21 +175,24 @@ def failures(report: dict) -> list[str]:
         if not nb.get("widgets") and not nb.get("errors"):
             bad.append(f"{name}: no widget found")
         for w in nb.get("widgets", []):
-            if not all(w["changed"]):
-                bad.append(f"{name}: cell {w['cell']} {w['kind']} '{w['description']}': output unchanged after "
-                           f"{w['changed'].count(False)} of {len(w['changed'])} changes")
+            what = f"{name}: cell {w['cell']} {w['kind']} '{w['description']}'"
+            if "none" in w["status"]:
+                bad.append(f"{what}: no response to {w['status'].count('none')} of {len(w['status'])} changes")
+            elif "changed" not in w["status"]:
+                bad.append(f"{what}: redrawn, but the output never changed ({len(w['status'])} changes)")
     return bad
 
 
 def table(report: dict) -> str:
     """The per-widget table (markdown), then each notebook's errors and console errors."""
-    head = "| notebook | cell | widget | description | responded | median ms | max ms |"
-    lines = [head, "| --- | --- | --- | --- | --- | --- | --- |"]
+    head = "| notebook | cell | widget | description | new output | same output | median ms | max ms |"
+    lines = [head, "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for nb in report["notebooks"]:
         for w in nb.get("widgets", []):
             r = widget_row(nb["notebook"], w)
             lines.append(f"| {r['notebook']} | {r['cell']} | {r['kind']} | {r['description']} | "
-                         f"{r['responded']}/{r['changes']} | {r['median_ms'] if r['median_ms'] is not None else '-'} | "
+                         f"{r['changed']}/{r['changes']} | {r['same']} | "
+                         f"{r['median_ms'] if r['median_ms'] is not None else '-'} | "
                          f"{r['max_ms'] if r['max_ms'] is not None else '-'} |")
     for nb in report["notebooks"]:
         extra = [f"cells ran in {nb.get('run_seconds', 0):.0f} s"]
@@ -188,12 +213,14 @@ __jlc.hash = (s) => { let h = 2166136261; for (let i = 0; i < s.length; i++) { h
 __jlc.outputOf = (el) => { const cell = el.closest('.jp-Cell');
     return cell ? (cell.querySelector('.jp-Cell-outputWrapper') || cell) : el.parentElement; };
 // what a control's change should change: the figures and the text of Output and HTML widgets
-__jlc.sig = (out) => { const parts = [];
-    out.querySelectorAll('img').forEach(i => parts.push('img:' + __jlc.hash(i.src)));
-    out.querySelectorAll('svg').forEach(s => parts.push('svg:' + __jlc.hash(s.outerHTML)));
+__jlc.sig = (out) => { const fig = [], txt = [];
+    // figures only: the output's images, svg figures and Image widgets (not the prompt's icons)
+    out.querySelectorAll('.jp-RenderedImage img, .jp-RenderedSVG img, img.widget-image')
+        .forEach(i => fig.push('img:' + __jlc.hash(i.src)));
+    out.querySelectorAll('.jp-RenderedSVG svg').forEach(s => fig.push('svg:' + __jlc.hash(s.outerHTML)));
     out.querySelectorAll('.widget-output, .jupyter-widgets-output-area, .widget-html, .widget-htmlmath')
-        .forEach(o => parts.push('txt:' + __jlc.hash(o.textContent)));
-    return {sig: parts.join('|'), imgs: out.querySelectorAll('img, svg').length}; };
+        .forEach(o => txt.push(__jlc.hash(o.textContent)));
+    return {fig: fig.join('|'), txt: txt.join('|'), imgs: fig.length}; };
 __jlc.kindOf = (el) => {
     if (el.matches('.widget-slider, .widget-hslider, .widget-vslider')) return 'slider';
     if (el.matches('.widget-dropdown')) return 'dropdown';
@@ -223,18 +250,25 @@ __jlc.controls = () => {
         return {id: i, kind: f.kind, description: f.description, cell: f.cell, disabled: f.disabled}; }); };
 __jlc.arm = (id) => { const el = document.querySelector(`[data-jlc="${id}"]`);
     const out = __jlc.outputOf(el); const base = __jlc.sig(out);
-    const st = {t0: null, t1: null, last: null, base};
+    // t1: the response (the new figure where the output has one, else any change); t_any: the first
+    // change; t_redraw: the first mutation of the output outside the control (a redraw, maybe identical)
+    const st = {t0: null, t1: null, t_any: null, t_redraw: null, last: null, base};
     const mark = () => { if (st.t0 === null) st.t0 = performance.now(); };
     st.events = ['keydown', 'pointerdown', 'mousedown', 'input', 'change'];
     st.events.forEach(e => document.addEventListener(e, mark, true));
     st.mark = mark;
-    st.obs = new MutationObserver(() => { const now = performance.now(); st.last = now;
+    st.obs = new MutationObserver((records) => { const now = performance.now();
+        if (!records.some(r => !el.contains(r.target))) return;     // the control's own readout
+        st.last = now;
+        if (st.t0 !== null && st.t_redraw === null) st.t_redraw = now;
         if (st.t1 === null && st.t0 !== null) { const s = __jlc.sig(out);
-            if (s.sig !== base.sig && (base.imgs === 0 || s.imgs > 0)) st.t1 = now; } });
+            const fig = s.fig !== base.fig && s.imgs > 0, any = fig || s.txt !== base.txt;
+            if (st.t_any === null && any) st.t_any = now;
+            if (base.imgs > 0 ? fig : any) st.t1 = now; } });
     st.obs.observe(out, {subtree: true, childList: true, attributes: true, characterData: true});
     __jlc.st = st; return true; };
 __jlc.poll = () => { const st = __jlc.st;
-    return {t0: st.t0, t1: st.t1, quiet_ms: st.last === null ? null : performance.now() - st.last}; };
+    return {t0: st.t0, t1: st.t1, t_any: st.t_any, t_redraw: st.t_redraw, quiet_ms: st.last === null ? null : performance.now() - st.last}; };
 __jlc.disarm = () => { const st = __jlc.st; st.obs.disconnect();
     st.events.forEach(e => document.removeEventListener(e, st.mark, true)); return true; };
 __jlc.state = () => { const app = window.jupyterapp; const w = app && app.shell.currentWidget;
@@ -282,17 +316,18 @@ def machine() -> dict:
 class Lab:
     """A JupyterLab server in a temporary copy of notebooks/ and docs/, for one check."""
 
-    def __init__(self, notebooks: list[Path], full: bool = False, keep: bool = False):
-        self.dir = Path(tempfile.mkdtemp(prefix="jupyterlab-check-"))
-        self.keep = keep
-        (self.dir / "notebooks").mkdir()
+    def __init__(self, notebooks: list[Path], full: bool = False, keep: bool = False, workdir: Path | None = None):
+        """`workdir`: this folder instead of a temporary one, kept, its runs/ reused (a second
+        check reloads the teachers the first trained); the notebooks and docs are copied afresh."""
+        self.dir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="jupyterlab-check-"))
+        self.keep = keep or workdir is not None
+        (self.dir / "notebooks").mkdir(parents=True, exist_ok=True)
         for nb in notebooks:
             shutil.copy(nb, self.dir / "notebooks" / nb.name)
-        for name in ("solutions",):
-            if (ROOT / "notebooks" / name).is_dir():
-                shutil.copytree(ROOT / "notebooks" / name, self.dir / "notebooks" / name)
+        if (ROOT / "notebooks" / "solutions").is_dir():
+            shutil.copytree(ROOT / "notebooks" / "solutions", self.dir / "notebooks" / "solutions", dirs_exist_ok=True)
         if (ROOT / "docs").is_dir():
-            shutil.copytree(ROOT / "docs", self.dir / "docs")
+            shutil.copytree(ROOT / "docs", self.dir / "docs", dirs_exist_ok=True)
         settings = self.dir / ".lab" / "settings"
         for rel, value in LAB_SETTINGS.items():
             (settings / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -421,13 +456,15 @@ def change(page, control: dict):
 
 def measure(page, control: dict, repeats: int, timeout: float, shots: Path, stem: str, log) -> dict:
     """Change a control `repeats` times (a button once: it may train); each time, the ms from the
-    input event to the first change of its cell's output, screenshots around the first change."""
+    input event to the new figure in its cell's output (see `outcome`), screenshots around the
+    first change. A redraw that left the output as it was ends after 3 s of quiet, the kernel idle."""
     out = page.locator(f"[data-jlc='{control['id']}']").locator(
         "xpath=ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' jp-Cell ')][1]"
         "//div[contains(concat(' ', normalize-space(@class), ' '), ' jp-Cell-outputWrapper ')]").first
     name = f"{stem}_cell{control['cell']:02d}_{control['id']:02d}_{control['kind']}_{slug(control['description'])}"
-    result = {**{k: control[k] for k in ("kind", "description", "cell")}, "times_ms": [], "changed": [],
-              "screenshots": []}
+    result = {**{k: control[k] for k in ("kind", "description", "cell")}, "status": [], "times_ms": [],
+              "first_change_ms": [], "screenshots": []}
+    idle = lambda: page.evaluate("__jlc.state()")["kernel"] == "idle"   # noqa: E731
     n = 1 if control["kind"] in ("button", "toggle") else repeats
     for r in range(n):
         wait_for(page, lambda s: s["kernel"] == "idle", 600, every=0.2)
@@ -436,27 +473,26 @@ def measure(page, control: dict, repeats: int, timeout: float, shots: Path, stem
             result["screenshots"].append(str(shots / f"{name}_before.png"))
         page.evaluate(f"__jlc.arm({control['id']})")
         change(page, control)
-        end, poll = time.time() + timeout, None
-        while time.time() < end:
+        end = time.time() + timeout
+        while True:
             poll = page.evaluate("__jlc.poll()")
-            if poll["t1"] is not None:
-                break
+            quiet = poll["quiet_ms"] or 0
+            if time.time() > end or (poll["t1"] is not None and quiet > 500 and idle()):
+                break                                  # the new output, settled
+            if poll["t1"] is None and poll["t_redraw"] is not None and quiet > 3000 and idle():
+                break                                  # redrawn, the same output
             time.sleep(0.05)
-        while poll["t1"] is not None and time.time() < end:   # settled: no mutation for 0.5 s
-            poll = page.evaluate("__jlc.poll()")
-            if poll["quiet_ms"] is not None and poll["quiet_ms"] > 500:
-                break
-            time.sleep(0.1)
         page.evaluate("__jlc.disarm()")
-        changed = poll["t1"] is not None and poll["t0"] is not None
-        result["changed"].append(changed)
-        result["times_ms"].append(round(poll["t1"] - poll["t0"], 1) if changed else None)
+        status, ms = outcome(poll)
+        result["status"].append(status)
+        result["times_ms"].append(ms)
+        result["first_change_ms"].append(round(poll["t_any"] - poll["t0"], 1)
+                                         if poll["t_any"] is not None and poll["t0"] is not None else None)
         if r == 0:
-            wait_for(page, lambda s: s["kernel"] == "idle", 600, every=0.2)
             out.screenshot(path=str(shots / f"{name}_after.png"))
             result["screenshots"].append(str(shots / f"{name}_after.png"))
     log(f"  {control['kind']:14} {control['description'][:30]:30} cell {control['cell']:3}: "
-        f"{result['times_ms']} ms")
+        f"{list(zip(result['status'], result['times_ms']))} ms")
     return result
 
 
@@ -464,10 +500,10 @@ def check_notebook(context, lab: Lab, name: str, args, log) -> dict:
     """Open, run, inspect and turn every widget of one notebook; its record for the report."""
     page = context.new_page()
     console = []
-    page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
+    page.on("console", lambda m: console.append(console_line(m.text, m.location)) if m.type == "error" else None)
     page.on("pageerror", lambda e: console.append(f"page error: {e}"))
     page.set_viewport_size({"width": 1500, "height": 1100})
-    page.goto(f"{lab.url}/lab/tree/notebooks/{name}?token={lab.token}")
+    page.goto(f"{lab.url}/lab/tree/notebooks/{name}?reset&token={lab.token}")   # reset: no tab reopened
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=120_000)
     page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
     page.evaluate(JS_HELPERS)
@@ -519,6 +555,7 @@ def main(argv=None) -> int:
     p.add_argument("--full", action="store_true", help="the full mode (default: MOPD_FAST=1, the CI mode)")
     p.add_argument("--no-buttons", action="store_true", help="leave buttons alone (04's trains a fresh run)")
     p.add_argument("--keep", action="store_true", help="keep the temporary copy (runs, saved notebooks, log)")
+    p.add_argument("--workdir", type=Path, help="use (and keep) this folder for the copy; its runs/ are reused")
     args = p.parse_args(argv)
     books = [b.resolve() for b in args.notebooks] or widget_notebooks(ROOT / "notebooks")
     missing = [str(b) for b in books if not b.is_file()]
@@ -537,7 +574,7 @@ def main(argv=None) -> int:
               "versions": versions(args.chromium), "mode": "full" if args.full else "ci (MOPD_FAST=1)",
               "repeats": args.repeats, "notebooks": []}
     log(f"versions: {report['versions']}")
-    lab = Lab(books, full=args.full, keep=args.keep)
+    lab = Lab(books, full=args.full, keep=args.keep, workdir=args.workdir)
     log(f"JupyterLab at {lab.url} in {lab.dir}")
     try:
         with sync_playwright() as pw:
