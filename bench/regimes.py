@@ -73,7 +73,7 @@ TRACKED = (1, 10, 25, 50, 100, 200, 300)   # MOPD's tracked steps (registered: a
 
 
 @dataclass(frozen=True)
-class Method:
+class Recipe:
     """One row of an arm: an existing trainer, the domains it trains, its budget."""
 
     key: str                       # the JSON key; also the adapter's name (plus a gate suffix)
@@ -96,34 +96,19 @@ class Method:
 
 
 @dataclass(frozen=True)
-class Gate:
-    """Seed 0's `method` on val at `lengths` must reach `threshold`. `retries`: the registered
-    changes tried in turn while it does not; `fallback`: what runs when every try failed (None:
-    the last try, reported as failing the gate)."""
-
-    name: str
-    method: str
-    domain: str
-    lengths: tuple
-    threshold: float
-    retries: tuple = ()            # each {method key: field overrides (settings merged)}
-    fallback: dict | None = None   # {method key: overrides, or a new method's fields}
-
-
-@dataclass(frozen=True)
 class Arm:
     number: int
     title: str
     domains: tuple
     max_new_tokens: int
     methods: tuple
-    gate: Gate | None
+    gate: study.Gate | None
     teacher_of: dict               # domain -> the method that is its teacher (normalised scores)
     variants: dict = field(default_factory=dict)   # {domain: Domain}: the arm's own lengths / knobs (domain_variants)
     grids: dict = field(default_factory=dict)
     """{method key: [setting, ...]}: chosen on val by bench/study.py's runner (`choose_settings`); a
     method not named trains at its settings as registered"""
-    gate_every_seed: Gate | None = None
+    gate_every_seed: study.Gate | None = None
     """a gate read on every seed at the chosen setting: a seed that fails it is excluded from the tests"""
 
 
@@ -134,21 +119,21 @@ def grpo(steps=200):
 MOPD = dict(steps=300, prompts_per_domain=8, track_steps=TRACKED)
 
 ARM2 = Arm(2, "a long answer, a sparse reward, a teacher built apart", ("chain",), 8, (
-    Method("base", "base (no training)", "base"),
-    Method("grpo", "GRPO on the outcome reward", "grpo", grpo()),
-    Method("sft_teacher", "SFT teacher (SFT on gold traces)", "offline",
+    Recipe("base", "base (no training)", "base"),
+    Recipe("grpo", "GRPO on the outcome reward", "grpo", grpo()),
+    Recipe("sft_teacher", "SFT teacher (SFT on gold traces)", "offline",
            dict(steps=200, batch_size=8, prompts_per_domain=1600), data="gold"),
-    *(Method(f"mopd_{loss}", f"MOPD {name} from the SFT teacher", "mopd", dict(MOPD, loss=loss),
+    *(Recipe(f"mopd_{loss}", f"MOPD {name} from the SFT teacher", "mopd", dict(MOPD, loss=loss),
              teachers={"chain": "sft_teacher"}) for loss, name in (("pg", "PG"), ("topk", "Top-k"), ("kl", "exact KL"))),
-    Method("sft_traces", "SFT on the teacher's sampled traces", "offline",
+    Recipe("sft_traces", "SFT on the teacher's sampled traces", "offline",
            dict(steps=300, batch_size=8, prompts_per_domain=600, samples_per_prompt=4, keep="all"),
            teachers={"chain": "sft_teacher"}, data="collect"),
-    Method("rft", "RFT (the teacher's samples with a right answer)", "offline",
+    Recipe("rft", "RFT (the teacher's samples with a right answer)", "offline",
            dict(steps=300, batch_size=8, prompts_per_domain=600, samples_per_prompt=4, keep="correct"),
            teachers={"chain": "sft_teacher"}, data="collect"),
-    Method("sft_gold", "SFT on gold traces (the student)", "offline",
+    Recipe("sft_gold", "SFT on gold traces (the student)", "offline",
            dict(steps=300, batch_size=8, prompts_per_domain=2400), data="gold"),
-), Gate("G2", "sft_teacher", "chain", (2, 3), 0.80,
+), study.Gate("G2", "sft_teacher", "chain", (2, 3), 0.80,
         retries=({"sft_teacher": dict(settings=dict(steps=400, prompts_per_domain=3200))},)),
     {"chain": "sft_teacher"})
 
@@ -157,17 +142,17 @@ def interference_arm(number, pair: tuple, title: str) -> Arm:
     the same protocol: registered)."""
     teachers = {d: f"teacher_{d}" for d in pair}
     return Arm(number, title, pair, 4, (
-        Method("base", "base (no training)", "base"),
-        *(Method(f"teacher_{d}", f"GRPO teacher ({d})", "grpo", grpo(), domains=(d,)) for d in pair),
-        Method("mixrl", "Mix-RL at the teachers' budget", "grpo", grpo()),
-        Method("mixrl_300", "Mix-RL at 300 steps", "grpo", grpo(300)),
-        *(Method(f"mopd_{loss}", f"MOPD {name}", "mopd", dict(MOPD, loss=loss), teachers=teachers)
+        Recipe("base", "base (no training)", "base"),
+        *(Recipe(f"teacher_{d}", f"GRPO teacher ({d})", "grpo", grpo(), domains=(d,)) for d in pair),
+        Recipe("mixrl", "Mix-RL at the teachers' budget", "grpo", grpo()),
+        Recipe("mixrl_300", "Mix-RL at 300 steps", "grpo", grpo(300)),
+        *(Recipe(f"mopd_{loss}", f"MOPD {name}", "mopd", dict(MOPD, loss=loss), teachers=teachers)
           for loss, name in (("pg", "PG"), ("topk", "Top-k"), ("kl", "exact KL"))),
-        Method("rft", "RFT", "offline", dict(steps=300, batch_size=16, prompts_per_domain=600, samples_per_prompt=4,
+        Recipe("rft", "RFT", "offline", dict(steps=300, batch_size=16, prompts_per_domain=600, samples_per_prompt=4,
                                              keep="correct"), teachers=teachers, data="collect"),
-        *(Method(f"merge_{how}", f"merge {how}", "merge", dict(how=how, grid=(0.5, 1.0, 1.5)),
+        *(Recipe(f"merge_{how}", f"merge {how}", "merge", dict(how=how, grid=(0.5, 1.0, 1.5)),
                  merged=tuple(teachers.values())) for how in ("linear", "cat")),
-    ), Gate("G1", "teacher_memory", "memory", (2, 3), 0.50,
+    ), study.Gate("G1", "teacher_memory", "memory", (2, 3), 0.50,
             retries=({k: dict(settings=dict(steps=400)) for k in (*teachers.values(), "mixrl")},),
             fallback={**{f"teacher_{d}": dict(label=f"SFT-on-gold adapter ({d})", trainer="offline", data="gold",
                                                settings=dict(steps=200, batch_size=8, prompts_per_domain=1600))
@@ -230,41 +215,41 @@ def lr_grid(key: str) -> list[dict]:
 
 def students(budget: dict, teachers: dict, suffix: str = "") -> tuple:
     """MOPD's three forms and the cures, from `teachers` ({domain: method key})."""
-    return (*(Method(f"mopd_{loss}", f"MOPD {name}{suffix}", "mopd", dict(budget, loss=loss), teachers=teachers)
+    return (*(Recipe(f"mopd_{loss}", f"MOPD {name}{suffix}", "mopd", dict(budget, loss=loss), teachers=teachers)
               for loss, name in MOPD_FORMS),
-            *(Method(key, label + suffix, "mopd", dict(budget, **fields), teachers=teachers) for key, label, fields in CURES))
+            *(Recipe(key, label + suffix, "mopd", dict(budget, **fields), teachers=teachers) for key, label, fields in CURES))
 
 
 MOPD_2B = dict(steps=ARM2B_STEPS, prompts_per_domain=8, track_steps=TRACKED + (ARM2B_STEPS,))
 SFT_2B = dict(steps=ARM2B_STEPS, batch_size=8)
 ARM2B_METHODS = (
-    Method("base", "base (no training)", "base"),
-    Method("grpo", "GRPO on the outcome reward", "grpo", grpo()),
-    Method("sft_teacher", "SFT teacher (SFT on gold traces)", "offline",
+    Recipe("base", "base (no training)", "base"),
+    Recipe("grpo", "GRPO on the outcome reward", "grpo", grpo()),
+    Recipe("sft_teacher", "SFT teacher (SFT on gold traces)", "offline",
            dict(SFT_2B, prompts_per_domain=8 * ARM2B_STEPS), data="gold"),
     *students(MOPD_2B, {"chain": "sft_teacher"}, " from the SFT teacher"),
-    Method("sft_traces", "SFT on the teacher's sampled traces", "offline",
+    Recipe("sft_traces", "SFT on the teacher's sampled traces", "offline",
            dict(SFT_2B, prompts_per_domain=800, samples_per_prompt=4, keep="all"), teachers={"chain": "sft_teacher"},
            data="collect"),
-    Method("rft", "RFT (the teacher's samples with a right answer)", "offline",
+    Recipe("rft", "RFT (the teacher's samples with a right answer)", "offline",
            dict(SFT_2B, prompts_per_domain=800, samples_per_prompt=4, keep="correct"), teachers={"chain": "sft_teacher"},
            data="collect"),
-    Method("sft_gold", "SFT on gold traces (the student)", "offline",
+    Recipe("sft_gold", "SFT on gold traces (the student)", "offline",
            dict(SFT_2B, prompts_per_domain=8 * ARM2B_STEPS), data="gold"),
 )
 ARM2B = Arm("2b", "the stuck student's cures, on a teacher that knows every compared depth", ("chain",), DEEP_TOKENS,
             ARM2B_METHODS, None, {"chain": "sft_teacher"}, variants={"chain": CHAIN_DEEP},
             grids={m.key: lr_grid(m.key) for m in ARM2B_METHODS if m.trainer != "base"},
-            gate_every_seed=Gate("G2b", "sft_teacher", "chain", (2, 3, 4, 5), 0.80))
+            gate_every_seed=study.Gate("G2b", "sft_teacher", "chain", (2, 3, 4, 5), 0.80))
 
-MEMORY_TEACHER = Method("teacher_memory", "GRPO teacher (memory), as arm 1 built it (its gate's 400 steps)", "grpo",
+MEMORY_TEACHER = Recipe("teacher_memory", "GRPO teacher (memory), as arm 1 built it (its gate's 400 steps)", "grpo",
                         grpo(400), domains=("memory",))
-MEMORY_METHODS = (Method("base", "base (no training)", "base"), MEMORY_TEACHER,
+MEMORY_METHODS = (Recipe("base", "base (no training)", "base"), MEMORY_TEACHER,
                   *students(MOPD, {"memory": "teacher_memory"}))
 ARM_MEMORY = Arm("memory-cures", "the cures on arm 1's memory domain", ("memory",), 4, MEMORY_METHODS, None,
                  {"memory": "teacher_memory"},
                  grids={m.key: lr_grid(m.key) for m in MEMORY_METHODS if m.trainer == "mopd"},
-                 gate_every_seed=Gate("G1m", "teacher_memory", "memory", (2, 3), 0.50))
+                 gate_every_seed=study.Gate("G1m", "teacher_memory", "memory", (2, 3), 0.50))
 
 ARMS = {1: ARM1, "1b": ARM1B, 2: ARM2, "2b": ARM2B, "memory-cures": ARM_MEMORY}
 
@@ -340,7 +325,7 @@ QUICK = dict(steps=2, prompts_per_step=2, group_size=2, prompts_per_domain=4, sa
 QUICK_EVAL = dict(test=3, val=2)
 
 
-def methods_for(arm: Arm, tried: int, fallback: bool = False) -> dict[str, Method]:
+def methods_for(arm: Arm, tried: int, fallback: bool = False) -> dict[str, Recipe]:
     """The arm's methods after `tried` of the gate's retries (cumulative), and its fall-back."""
     out = {m.key: m for m in arm.methods}
     changes = [(i + 1, r) for i, r in enumerate(arm.gate.retries[:tried])] if arm.gate else []
@@ -350,7 +335,7 @@ def methods_for(arm: Arm, tried: int, fallback: bool = False) -> dict[str, Metho
         for key, over in change.items():
             old = out.get(key)
             if old is None:
-                out[key] = Method(key=key, adapter=None, **over)
+                out[key] = Recipe(key=key, adapter=None, **over)
                 continue
             over = dict(over)
             if "settings" in over and "trainer" not in over:
@@ -364,7 +349,7 @@ def methods_for(arm: Arm, tried: int, fallback: bool = False) -> dict[str, Metho
     return out
 
 
-def signature(methods: dict[str, Method], key: str, ctx_settings) -> str:
+def signature(methods: dict[str, Recipe], key: str, ctx_settings) -> str:
     """What a record was made by: the method's trainer, domains, data and budget, and those of
     everything it reads; a record is reused only by a method with the same signature."""
     m = methods[key]
@@ -373,19 +358,19 @@ def signature(methods: dict[str, Method], key: str, ctx_settings) -> str:
                        [signature(methods, n, ctx_settings) for n in m.needs]])
 
 
-def level(methods: dict[str, Method], key: str) -> int:
+def level(methods: dict[str, Recipe], key: str) -> int:
     needs = methods[key].needs
     return 0 if not needs else 1 + max(level(methods, n) for n in needs)
 
 
-def batch_of(methods: dict[str, Method], key: str) -> int:
+def batch_of(methods: dict[str, Recipe], key: str) -> int:
     """When a job can run: after what it reads; a method nothing reads goes in the last batch
     (beside the longest chain's end), so no batch waits on a run that nothing needs yet."""
     read = {n for m in methods.values() for n in m.needs}
     return level(methods, key) if key in read else max(level(methods, k) for k in methods)
 
 
-def weight(m: Method) -> float:
+def weight(m: Recipe) -> float:
     """A rough relative cost of a job (the longest are handed out first)."""
     s, d = m.settings, len(m.domains or (0, 0))
     return {"grpo": s.get("steps", 0) * s.get("prompts_per_step", 0) * s.get("group_size", 0) * d,
@@ -400,26 +385,15 @@ def weight(m: Method) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
-class Store:
-    """{"runs": {"<arm>|<method>|<seed>": record}, "gates": {arm: ...}, "merges": ..., "invocations": ...}"""
+SECTIONS = ("runs", "gates", "merges", "invocations", "measurements", "choices")
+
+
+class Store(study.Store):
+    """docs/regimes.json: {"runs": {"<arm>|<method>|<seed>": record}, "gates": {arm: ...}, "merges",
+    "invocations", "measurements", "choices"}, bench/study.py's store under this study's lock."""
 
     def __init__(self, path: Path):
-        self.path = Path(path)
-
-    def read(self) -> dict:
-        data = json.loads(self.path.read_text()) if self.path.exists() else {}
-        for k in ("runs", "gates", "merges", "invocations", "measurements", "choices"):
-            data.setdefault(k, {})
-        return data
-
-    @contextmanager
-    def edit(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock_path(), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            data = self.read()
-            yield data
-            atomic_write(self.path, json.dumps(data, indent=0, sort_keys=True).encode())
+        super().__init__(path, lock_path, SECTIONS)
 
     def record(self, ctx: "Context", key: str, seed: int) -> dict | None:
         """The recorded result of (arm, method, seed), if it was made by this very method."""
@@ -453,7 +427,7 @@ class Context:
     def experiment(self, seed: int) -> str:
         return f"{EXPERIMENT}{'-quick' if self.quick else ''}/arm{self.arm.number}/s{seed}"
 
-    def settings(self, m: Method) -> dict:
+    def settings(self, m: Recipe) -> dict:
         s = dict(m.settings)
         if self.quick:
             s.update({k: v for k, v in QUICK.items() if k in s})
@@ -464,12 +438,12 @@ class Context:
     def signature(self, key: str) -> str:
         return signature(self.methods, key, self.settings)
 
-    def adapter_saved(self, m: Method, seed: int) -> bool:
+    def adapter_saved(self, m: Recipe, seed: int) -> bool:
         folder = runs.RUNS_DIR / self.experiment(seed) / m.name
         return (folder / "adapter_model.safetensors").exists() and (folder / "checkpoint.pt").exists()
 
 
-def build(ctx: Context, bank, m: Method, seed: int, built: dict) -> dict:
+def build(ctx: Context, bank, m: Recipe, seed: int, built: dict) -> dict:
     """Train `m` at `seed` into the bank (a finished run reloads), after what it reads. Returns
     {"run": Run or None, "counts": ..., "merge_w": ...}."""
     if m.key in built:
@@ -506,7 +480,7 @@ def build(ctx: Context, bank, m: Method, seed: int, built: dict) -> dict:
     return out
 
 
-def merge_weight(ctx: Context, m: Method, bank, seed: int, built: dict) -> float:
+def merge_weight(ctx: Context, m: Recipe, bank, seed: int, built: dict) -> float:
     """The merge's weight, chosen on val at seed 0 (the registered grid, bench.baselines' values)
     by the mean val accuracy over the arm's domains, once; recorded in the JSON for the other seeds."""
     key = f"{ctx.arm.number}|{m.key}|{m.name}"
@@ -616,7 +590,7 @@ def run_job(ctx: Context, key: str, seed: int) -> dict:
 CHOICE_KEY = {"chain": "strict"}   # what the val choice reads per domain (the primary metric; else "acc")
 
 
-def with_setting(m: Method, setting: dict) -> Method:
+def with_setting(m: Recipe, setting: dict) -> Recipe:
     """`m` at one setting of its grid, as its own adapter (`mopd_kl_lr1em03`)."""
     tags = "_".join(f"{k}{study.tag(v)}" for k, v in sorted(setting.items()))
     return dataclasses.replace(m, settings={**m.settings, **setting}, adapter=f"{m.key}_{tags}")
@@ -726,7 +700,7 @@ def choose_settings(args, arm: Arm, store: Store) -> dict[str, dict]:
     return chosen
 
 
-def arm_methods(arm: Arm, store: Store, tried: int = 0, fallback: bool = False) -> dict[str, Method]:
+def arm_methods(arm: Arm, store: Store, tried: int = 0, fallback: bool = False) -> dict[str, Recipe]:
     """The arm's methods as they run: after its gate's retries (methods_for), or at the settings
     its val choice recorded (an arm with grids)."""
     if not arm.grids:
@@ -735,22 +709,21 @@ def arm_methods(arm: Arm, store: Store, tried: int = 0, fallback: bool = False) 
     return {m.key: with_setting(m, chosen[m.key]) if m.key in chosen else m for m in arm.methods}
 
 
+def gate_every_seed_values(data: dict, arm: Arm) -> dict:
+    """{seed: {length: value}} of the arm's gate read on every seed (arm.gate_every_seed): the gate
+    method's recorded val score at each compared length (the strict trace on chain, else accuracy)."""
+    g = arm.gate_every_seed
+    key = "strict" if g.domain in CHOICE_KEY else "acc"
+    return {rec["seed"]: {L: acc(rec, g.domain, (L,), key, "val") for L in g.lengths}
+            for rec in data["runs"].values() if rec["arm"] == arm.number and rec["method"] == g.method and "val" in rec}
+
+
 def gate_every_seed_line(data: dict, arm: Arm) -> list[str]:
     """Each recorded seed's gate (arm.gate_every_seed): the value at every compared length, passed or not."""
-    g = arm.gate_every_seed
-    if g is None:
-        return []
-    out = []
-    for rec in sorted((r for r in data["runs"].values() if r["arm"] == arm.number and r["method"] == g.method
-                       and "val" in r), key=lambda r: r["seed"]):
-        vals = {L: acc(rec, g.domain, (L,), "strict" if g.domain in CHOICE_KEY else "acc", "val") for L in g.lengths}
-        ok = all(v >= g.threshold for v in vals.values())
-        out.append(f"gate {g.name} seed {rec['seed']}: " + ", ".join(f"L{L} {v:.2f}" for L, v in vals.items())
-                   + (" passes" if ok else " FAILS: excluded from the tests"))
-    return out
+    return [] if arm.gate_every_seed is None else study.gate_lines(arm.gate_every_seed, gate_every_seed_values(data, arm))
 
 
-def gate_value(rec: dict, gate: Gate) -> float:
+def gate_value(rec: dict, gate: study.Gate) -> float:
     return fmean(r["acc"] for r in rec["val"] if r["domain"] == gate.domain and r["length"] in gate.lengths)
 
 
@@ -795,18 +768,6 @@ def jobs_to_run(ctx: Context, seeds: list[int]) -> list[list[tuple[str, int]]]:
             for lv in sorted(levels)]
 
 
-def claim(store: Store, claims: Path, job: list) -> bool:
-    """True for the first worker that asks for `job` (under the store's lock): workers take the
-    next unclaimed job of one shared list, so the long ones do not pile up on one process."""
-    with open(lock_path(), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        taken = json.loads(claims.read_text()) if claims.exists() else []
-        if job in taken:
-            return False
-        atomic_write(claims, json.dumps(taken + [job]).encode())
-        return True
-
-
 def run_arm(args, arm: Arm) -> None:
     store = Store(args.out / "regimes.json")
     started = time.time()
@@ -825,11 +786,9 @@ def run_arm(args, arm: Arm) -> None:
         print(f"arm {arm.number}: {len(jobs)} jobs: {jobs}", flush=True)
         if args.workers > 1 and len(jobs) > 1:
             claims = runs.RUNS_DIR / ctx.experiment(0).rsplit("/", 1)[0] / f"claims-{started:.0f}-{i}.json"
-            claims.parent.mkdir(parents=True, exist_ok=True)
-            in_processes("bench.regimes", [[list(j) for j in jobs]] * args.workers, args.workers,
-                         lambda w, mine: ["--worker", "--arm", str(arm.number), "--jobs", json.dumps(mine[0]),
-                                          "--claims", str(claims), "--tried", str(tried), "--out", str(args.out),
-                                          "--quiet"] + (["--fallback"] if fallback else []) + (["--quick"] if args.quick else []))
+            study.in_claiming_workers("bench.regimes", jobs, args.workers, claims,
+                                      ["--arm", str(arm.number), "--tried", str(tried), "--out", str(args.out), "--quiet"]
+                                      + (["--fallback"] if fallback else []) + (["--quick"] if args.quick else []))
         else:
             for k, s in jobs:
                 run_job(ctx, k, s)
@@ -964,35 +923,19 @@ class Report:
 
 
 def ms(values) -> str:
-    m, sd = stats.mean_sd(list(values.values()) if isinstance(values, dict) else values)
-    if math.isnan(m):
-        return "-"
-    return f"{m:.3f}" + (f" ± {sd:.3f}" if not math.isnan(sd) else "")
+    """'mean ± sample std' over seeds, 3 digits (study.cell), '-' with no value."""
+    vals = list(values.values()) if isinstance(values, dict) else list(values)
+    return "-" if math.isnan(stats.mean_sd(vals)[0]) else study.cell(vals, digits=3)
 
 
-def decide(p: dict, above: float | None = None, below: float | None = None, p_adj: float | None = None) -> str:
-    """'supported' / 'refuted' / 'not resolved' by the registered rule: supported iff the
-    interval lies above `above` (or below `below`). With `p_adj` (the Holm-adjusted p of the
-    comparison against that threshold, over the arm's family) the side is read only when p_adj is
-    below 0.05; otherwise "not resolved", with the differences the interval still allows."""
-    if p["n"] < 2 or math.isnan(p["half"]):
-        return "not resolved (fewer than 2 seeds)"
-    allows = f"not resolved: the interval allows differences from {p['lo']:+.3f} to {p['hi']:+.3f}"
-    if above is not None:
-        v = "supported" if p["lo"] > above else "refuted" if p["hi"] < above else allows
-    else:
-        v = "supported" if p["hi"] < below else "refuted" if p["lo"] > below else allows
-    if p_adj is not None and not p_adj < 0.05 and not v.startswith("not resolved"):
-        return f"{allows} after Holm (p (Holm) {p_adj:.3f}; uncorrected: {v})"
-    return v
+decide = study.decide   # the registered rule's verb (the runner's), as the tests and bench.findings call it
 
 
 def holm_of(tests: dict) -> dict:
-    """{name: Holm-adjusted p} of a family {name: (stats.paired, the rule's threshold)}: each
-    p-value is the paired t-test against the threshold the registered rule reads."""
-    names = list(tests)
-    adj = stats.holm([stats.p_value(tests[k][0], tests[k][1]) for k in names])
-    return dict(zip(names, adj))
+    """{name: Holm-adjusted p} of a family {name: (stats.paired, the rule's threshold)}: the
+    runner's `family`, each p-value the paired t-test against the threshold the rule reads."""
+    fam = study.family({k: t[0] for k, t in tests.items()}, nulls={k: t[1] for k, t in tests.items()})
+    return {k: v["p_holm"] for k, v in fam.items()}
 
 
 FAMILY_NOTE = ("Multiplicity (amendment, 2026-12-03): the arm's family is its primary comparisons, the rows named "
@@ -1001,11 +944,7 @@ FAMILY_NOTE = ("Multiplicity (amendment, 2026-12-03): the arm's family is its pr
                "the family. No equivalence margin was registered: nothing is called equal.")
 
 
-def interval(p: dict) -> str:
-    if p["n"] == 0:
-        return "-"
-    text = stats.interval_text(p)
-    return text + (f" [{p['lo']:+.3f}, {p['hi']:+.3f}]" if not math.isnan(p["half"]) else "") + f" (n = {p['n']})"
+interval = study.interval
 
 
 def accuracy_table(rep: Report) -> list[str]:
@@ -1303,13 +1242,10 @@ def five_seed_check(data: dict, arm: Arm, registered: dict) -> list[str]:
     per_seed = []
     if arm.number != 2:
         per_seed = ["Test accuracy per seed (all lengths), the methods those comparisons read:", "",
-                    "| method | domain | " + " | ".join(f"seed {x}" for x in rep.seeds) + " |",
-                    "| --- | --- |" + " --- |" * len(rep.seeds)]
+                    *study.seed_header(["method", "domain"], rep.seeds)]
         for d in arm.domains:
             for k in (arm.teacher_of[d], "mixrl", "mopd_kl", "mopd_pg", "mopd_topk", "rft"):
-                v = rep.per_seed(k, d, rep.held[d]["all"])
-                per_seed.append(f"| {rep.methods[k].label} | {d} | " + " | ".join(
-                    f"{v[x]:.3f}" if x in v else "" for x in rep.seeds) + " |")
+                per_seed.append(study.seed_row([rep.methods[k].label, d], rep.per_seed(k, d, rep.held[d]["all"]), rep.seeds))
         per_seed.append("")
     return [f"**The {len(rep.seeds)}-seed check** (seeds {', '.join(map(str, rep.seeds))}; seeds "
             f"{', '.join(map(str, extra))} added after the registered run, by the same command with `--seeds "
@@ -1347,15 +1283,12 @@ def per_seed_table(data: dict, arm: Arm) -> list[str]:
             ("depth 2 words", (2,), "words"), ("depth 4 acc", (4,), "acc"), ("depth 5 acc", (5,), "acc")]
     lines = ["Per seed (test, every recorded seed; the means above can hide one seed): " + ", ".join(c for c, _, _ in cols)
              + ". A depth-2 gold trace has 3 words; a right trace written past its period scores trace 1 and acc 0.",
-             "", "| method | measure | " + " | ".join(f"seed {x}" for x in rep.seeds) + " |",
-             "| --- | --- |" + " --- |" * len(rep.seeds)]
+             "", *study.seed_header(["method", "measure"], rep.seeds)]
     for k in ("sft_teacher", "mopd_kl", "sft_traces", "rft", "sft_gold"):
         if k not in rep.runs:
             continue
         for name, lengths, key in cols:
-            v = rep.per_seed(k, "chain", lengths, key)
-            lines.append(f"| {rep.methods[k].label} | {name} | " + " | ".join(
-                f"{v[x]:.3f}" if x in v and not math.isnan(v[x]) else "" for x in rep.seeds) + " |")
+            lines.append(study.seed_row([rep.methods[k].label, name], rep.per_seed(k, "chain", lengths, key), rep.seeds))
     return lines + [""]
 
 
@@ -1631,9 +1564,8 @@ def _main(args, arm: Arm):
     if args.worker:
         store = Store(args.out / "regimes.json")
         ctx = Context(arm, arm_methods(arm, store, args.tried, args.fallback), args.quick, store)
-        for k, s in json.loads(args.jobs):
-            if args.claims is None or claim(ctx.store, Path(args.claims), [k, s]):
-                run_job(ctx, k, s)
+        for k, s in study.claimed(json.loads(args.jobs), lock_path(), args.claims and Path(args.claims)):
+            run_job(ctx, k, s)
         return None
     if args.estimate:
         return estimate(args, arm)
