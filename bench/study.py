@@ -32,6 +32,13 @@ see `worker_main`), which the main process then reloads; `write` is called after
 run stopped early leaves the seeds it finished. The statistics are `mopd_mini.stats`'s: sample
 std over seeds, paired per-seed t-intervals (`paired`), and over a study's family of
 pre-registered comparisons Holm's correction and the registered equivalence margins (`family`).
+
+A study whose jobs are records (bench.regimes: each (arm, method, seed) trained, evaluated and kept
+as it finishes) uses the same runner's pieces for what it adds: one locked JSON `Store`, a job list
+its workers `claim`, an evaluation cache on the store (`StoreEvals`, for `choose`), a `Gate` read on
+every seed (`gate_by_seed`, `gate_lines`), per-seed rows (`seed_row`), the stuck detector's shares
+(`stuck_rows`), and the decisions against a registered rule (`decide`, `DecisionRows`, `family` with
+a threshold per comparison).
 """
 
 from __future__ import annotations
@@ -694,3 +701,41 @@ def interval(p: dict) -> str:
         return "-"
     text = stats.interval_text(p)
     return text + (f" [{p['lo']:+.3f}, {p['hi']:+.3f}]" if not math.isnan(p["half"]) else "") + f" (n = {p['n']})"
+
+
+class StoreEvals:
+    """`Evals`' contract (get, refresh) on a section of a `Store`: each (name, split, n) scored once
+    by `score(bank, name, split, n) -> {domain: {str(L): value}}` (a study's own measure) and kept
+    under "<prefix>|<name>|<split>|<n>", so a resumed choice evaluates nothing twice. `refused`:
+    {adapter: the trainer's message} of runs a study scores as it registered (e.g. 0 everywhere),
+    which `score` reads; a refused run is never cached."""
+
+    def __init__(self, store: Store, section: str, prefix: str):
+        self.store, self.section, self.prefix, self.refused = store, section, prefix, {}
+
+    def refresh(self) -> None:
+        pass
+
+    def score(self, bank, name: str, split: str, n: int) -> dict:
+        raise NotImplementedError
+
+    def get(self, bank, name: str, split: str, n: int) -> dict:
+        key = f"{self.prefix}|{name}|{split}|{n}"
+        cached = None if name in self.refused else self.store.read()[self.section].get(key)
+        if cached is None:
+            cached = self.score(bank, name, split, n)
+            if name not in self.refused:
+                with self.store.edit() as data:
+                    data[self.section][key] = cached
+        return {d: {int(L): v for L, v in by.items()} for d, by in cached.items()}
+
+
+class DecisionRows(list):
+    """A comparison table's rows: `add(name, paired, rule, verdict)` appends one (the difference as
+    `interval`) and returns the verdict; HEAD is the table's header."""
+
+    HEAD = ("| comparison | difference | rule | decision |", "| --- | --- | --- | --- |")
+
+    def add(self, name: str, p: dict, rule: str, verdict: str) -> str:
+        self.append(f"| {name} | {interval(p)} | {rule} | {verdict} |")
+        return verdict
