@@ -29,6 +29,14 @@ Arms 2b and memory-cures (the amendment of 2026-12-03) declare a grid per method
 each method's setting is chosen on val first by bench/study.py's runner (`choose_settings`), the
 choice kept in the JSON, then every seed trains at it; their gate is read on every seed
 (`Arm.gate_every_seed`), and arm 2b's chain is its own variant of the domain (`domain_variants`).
+Their section of the page (`cures_markdown`) is rendered once they have records: the choice, the
+gate on every seed, strict and prefix trace by depth and per seed, the stuck share at steps 50,
+100, 300 per method and seed, and the amendment's decisions (`decisions_cures`: Holm over H2b.1's
+four cures and H2b.3; H2b.2's threshold tested on seeds 3-4) over the seeds that pass the gate.
+
+The store, the workers' claims, the gates, the per-seed rows and the decision rules are those of
+the one study runner (bench/study.py); this module declares the arms (`Recipe`: one row of an arm,
+a trainer and its budget) and what each arm's page reads.
 """
 
 from __future__ import annotations
@@ -73,7 +81,7 @@ TRACKED = (1, 10, 25, 50, 100, 200, 300)   # MOPD's tracked steps (registered: a
 
 
 @dataclass(frozen=True)
-class Method:
+class Recipe:
     """One row of an arm: an existing trainer, the domains it trains, its budget."""
 
     key: str                       # the JSON key; also the adapter's name (plus a gate suffix)
@@ -96,35 +104,24 @@ class Method:
 
 
 @dataclass(frozen=True)
-class Gate:
-    """Seed 0's `method` on val at `lengths` must reach `threshold`. `retries`: the registered
-    changes tried in turn while it does not; `fallback`: what runs when every try failed (None:
-    the last try, reported as failing the gate)."""
-
-    name: str
-    method: str
-    domain: str
-    lengths: tuple
-    threshold: float
-    retries: tuple = ()            # each {method key: field overrides (settings merged)}
-    fallback: dict | None = None   # {method key: overrides, or a new method's fields}
-
-
-@dataclass(frozen=True)
 class Arm:
     number: int
     title: str
     domains: tuple
     max_new_tokens: int
     methods: tuple
-    gate: Gate | None
+    gate: study.Gate | None
     teacher_of: dict               # domain -> the method that is its teacher (normalised scores)
     variants: dict = field(default_factory=dict)   # {domain: Domain}: the arm's own lengths / knobs (domain_variants)
     grids: dict = field(default_factory=dict)
     """{method key: [setting, ...]}: chosen on val by bench/study.py's runner (`choose_settings`); a
     method not named trains at its settings as registered"""
-    gate_every_seed: Gate | None = None
+    gate_every_seed: study.Gate | None = None
     """a gate read on every seed at the chosen setting: a seed that fails it is excluded from the tests"""
+    seeds: tuple = (0, 1, 2)
+    """the seeds its decisions are registered on (more seeds recorded are a check beside them)"""
+    compared: tuple = ()
+    """an arm with grids: the lengths its decisions read (the mean over them, on CHOICE_KEY's metric)"""
 
 
 def grpo(steps=200):
@@ -134,21 +131,21 @@ def grpo(steps=200):
 MOPD = dict(steps=300, prompts_per_domain=8, track_steps=TRACKED)
 
 ARM2 = Arm(2, "a long answer, a sparse reward, a teacher built apart", ("chain",), 8, (
-    Method("base", "base (no training)", "base"),
-    Method("grpo", "GRPO on the outcome reward", "grpo", grpo()),
-    Method("sft_teacher", "SFT teacher (SFT on gold traces)", "offline",
+    Recipe("base", "base (no training)", "base"),
+    Recipe("grpo", "GRPO on the outcome reward", "grpo", grpo()),
+    Recipe("sft_teacher", "SFT teacher (SFT on gold traces)", "offline",
            dict(steps=200, batch_size=8, prompts_per_domain=1600), data="gold"),
-    *(Method(f"mopd_{loss}", f"MOPD {name} from the SFT teacher", "mopd", dict(MOPD, loss=loss),
+    *(Recipe(f"mopd_{loss}", f"MOPD {name} from the SFT teacher", "mopd", dict(MOPD, loss=loss),
              teachers={"chain": "sft_teacher"}) for loss, name in (("pg", "PG"), ("topk", "Top-k"), ("kl", "exact KL"))),
-    Method("sft_traces", "SFT on the teacher's sampled traces", "offline",
+    Recipe("sft_traces", "SFT on the teacher's sampled traces", "offline",
            dict(steps=300, batch_size=8, prompts_per_domain=600, samples_per_prompt=4, keep="all"),
            teachers={"chain": "sft_teacher"}, data="collect"),
-    Method("rft", "RFT (the teacher's samples with a right answer)", "offline",
+    Recipe("rft", "RFT (the teacher's samples with a right answer)", "offline",
            dict(steps=300, batch_size=8, prompts_per_domain=600, samples_per_prompt=4, keep="correct"),
            teachers={"chain": "sft_teacher"}, data="collect"),
-    Method("sft_gold", "SFT on gold traces (the student)", "offline",
+    Recipe("sft_gold", "SFT on gold traces (the student)", "offline",
            dict(steps=300, batch_size=8, prompts_per_domain=2400), data="gold"),
-), Gate("G2", "sft_teacher", "chain", (2, 3), 0.80,
+), study.Gate("G2", "sft_teacher", "chain", (2, 3), 0.80,
         retries=({"sft_teacher": dict(settings=dict(steps=400, prompts_per_domain=3200))},)),
     {"chain": "sft_teacher"})
 
@@ -157,17 +154,17 @@ def interference_arm(number, pair: tuple, title: str) -> Arm:
     the same protocol: registered)."""
     teachers = {d: f"teacher_{d}" for d in pair}
     return Arm(number, title, pair, 4, (
-        Method("base", "base (no training)", "base"),
-        *(Method(f"teacher_{d}", f"GRPO teacher ({d})", "grpo", grpo(), domains=(d,)) for d in pair),
-        Method("mixrl", "Mix-RL at the teachers' budget", "grpo", grpo()),
-        Method("mixrl_300", "Mix-RL at 300 steps", "grpo", grpo(300)),
-        *(Method(f"mopd_{loss}", f"MOPD {name}", "mopd", dict(MOPD, loss=loss), teachers=teachers)
+        Recipe("base", "base (no training)", "base"),
+        *(Recipe(f"teacher_{d}", f"GRPO teacher ({d})", "grpo", grpo(), domains=(d,)) for d in pair),
+        Recipe("mixrl", "Mix-RL at the teachers' budget", "grpo", grpo()),
+        Recipe("mixrl_300", "Mix-RL at 300 steps", "grpo", grpo(300)),
+        *(Recipe(f"mopd_{loss}", f"MOPD {name}", "mopd", dict(MOPD, loss=loss), teachers=teachers)
           for loss, name in (("pg", "PG"), ("topk", "Top-k"), ("kl", "exact KL"))),
-        Method("rft", "RFT", "offline", dict(steps=300, batch_size=16, prompts_per_domain=600, samples_per_prompt=4,
+        Recipe("rft", "RFT", "offline", dict(steps=300, batch_size=16, prompts_per_domain=600, samples_per_prompt=4,
                                              keep="correct"), teachers=teachers, data="collect"),
-        *(Method(f"merge_{how}", f"merge {how}", "merge", dict(how=how, grid=(0.5, 1.0, 1.5)),
+        *(Recipe(f"merge_{how}", f"merge {how}", "merge", dict(how=how, grid=(0.5, 1.0, 1.5)),
                  merged=tuple(teachers.values())) for how in ("linear", "cat")),
-    ), Gate("G1", "teacher_memory", "memory", (2, 3), 0.50,
+    ), study.Gate("G1", "teacher_memory", "memory", (2, 3), 0.50,
             retries=({k: dict(settings=dict(steps=400)) for k in (*teachers.values(), "mixrl")},),
             fallback={**{f"teacher_{d}": dict(label=f"SFT-on-gold adapter ({d})", trainer="offline", data="gold",
                                                settings=dict(steps=200, batch_size=8, prompts_per_domain=1600))
@@ -230,41 +227,42 @@ def lr_grid(key: str) -> list[dict]:
 
 def students(budget: dict, teachers: dict, suffix: str = "") -> tuple:
     """MOPD's three forms and the cures, from `teachers` ({domain: method key})."""
-    return (*(Method(f"mopd_{loss}", f"MOPD {name}{suffix}", "mopd", dict(budget, loss=loss), teachers=teachers)
+    return (*(Recipe(f"mopd_{loss}", f"MOPD {name}{suffix}", "mopd", dict(budget, loss=loss), teachers=teachers)
               for loss, name in MOPD_FORMS),
-            *(Method(key, label + suffix, "mopd", dict(budget, **fields), teachers=teachers) for key, label, fields in CURES))
+            *(Recipe(key, label + suffix, "mopd", dict(budget, **fields), teachers=teachers) for key, label, fields in CURES))
 
 
 MOPD_2B = dict(steps=ARM2B_STEPS, prompts_per_domain=8, track_steps=TRACKED + (ARM2B_STEPS,))
 SFT_2B = dict(steps=ARM2B_STEPS, batch_size=8)
 ARM2B_METHODS = (
-    Method("base", "base (no training)", "base"),
-    Method("grpo", "GRPO on the outcome reward", "grpo", grpo()),
-    Method("sft_teacher", "SFT teacher (SFT on gold traces)", "offline",
+    Recipe("base", "base (no training)", "base"),
+    Recipe("grpo", "GRPO on the outcome reward", "grpo", grpo()),
+    Recipe("sft_teacher", "SFT teacher (SFT on gold traces)", "offline",
            dict(SFT_2B, prompts_per_domain=8 * ARM2B_STEPS), data="gold"),
     *students(MOPD_2B, {"chain": "sft_teacher"}, " from the SFT teacher"),
-    Method("sft_traces", "SFT on the teacher's sampled traces", "offline",
+    Recipe("sft_traces", "SFT on the teacher's sampled traces", "offline",
            dict(SFT_2B, prompts_per_domain=800, samples_per_prompt=4, keep="all"), teachers={"chain": "sft_teacher"},
            data="collect"),
-    Method("rft", "RFT (the teacher's samples with a right answer)", "offline",
+    Recipe("rft", "RFT (the teacher's samples with a right answer)", "offline",
            dict(SFT_2B, prompts_per_domain=800, samples_per_prompt=4, keep="correct"), teachers={"chain": "sft_teacher"},
            data="collect"),
-    Method("sft_gold", "SFT on gold traces (the student)", "offline",
+    Recipe("sft_gold", "SFT on gold traces (the student)", "offline",
            dict(SFT_2B, prompts_per_domain=8 * ARM2B_STEPS), data="gold"),
 )
 ARM2B = Arm("2b", "the stuck student's cures, on a teacher that knows every compared depth", ("chain",), DEEP_TOKENS,
             ARM2B_METHODS, None, {"chain": "sft_teacher"}, variants={"chain": CHAIN_DEEP},
             grids={m.key: lr_grid(m.key) for m in ARM2B_METHODS if m.trainer != "base"},
-            gate_every_seed=Gate("G2b", "sft_teacher", "chain", (2, 3, 4, 5), 0.80))
+            gate_every_seed=study.Gate("G2b", "sft_teacher", "chain", (2, 3, 4, 5), 0.80), seeds=(0, 1, 2, 3, 4),
+            compared=(2, 3, 4, 5))
 
-MEMORY_TEACHER = Method("teacher_memory", "GRPO teacher (memory), as arm 1 built it (its gate's 400 steps)", "grpo",
+MEMORY_TEACHER = Recipe("teacher_memory", "GRPO teacher (memory), as arm 1 built it (its gate's 400 steps)", "grpo",
                         grpo(400), domains=("memory",))
-MEMORY_METHODS = (Method("base", "base (no training)", "base"), MEMORY_TEACHER,
+MEMORY_METHODS = (Recipe("base", "base (no training)", "base"), MEMORY_TEACHER,
                   *students(MOPD, {"memory": "teacher_memory"}))
 ARM_MEMORY = Arm("memory-cures", "the cures on arm 1's memory domain", ("memory",), 4, MEMORY_METHODS, None,
                  {"memory": "teacher_memory"},
                  grids={m.key: lr_grid(m.key) for m in MEMORY_METHODS if m.trainer == "mopd"},
-                 gate_every_seed=Gate("G1m", "teacher_memory", "memory", (2, 3), 0.50))
+                 gate_every_seed=study.Gate("G1m", "teacher_memory", "memory", (2, 3), 0.50), compared=(2, 3, 4, 5))
 
 ARMS = {1: ARM1, "1b": ARM1B, 2: ARM2, "2b": ARM2B, "memory-cures": ARM_MEMORY}
 
@@ -340,7 +338,7 @@ QUICK = dict(steps=2, prompts_per_step=2, group_size=2, prompts_per_domain=4, sa
 QUICK_EVAL = dict(test=3, val=2)
 
 
-def methods_for(arm: Arm, tried: int, fallback: bool = False) -> dict[str, Method]:
+def methods_for(arm: Arm, tried: int, fallback: bool = False) -> dict[str, Recipe]:
     """The arm's methods after `tried` of the gate's retries (cumulative), and its fall-back."""
     out = {m.key: m for m in arm.methods}
     changes = [(i + 1, r) for i, r in enumerate(arm.gate.retries[:tried])] if arm.gate else []
@@ -350,7 +348,7 @@ def methods_for(arm: Arm, tried: int, fallback: bool = False) -> dict[str, Metho
         for key, over in change.items():
             old = out.get(key)
             if old is None:
-                out[key] = Method(key=key, adapter=None, **over)
+                out[key] = Recipe(key=key, adapter=None, **over)
                 continue
             over = dict(over)
             if "settings" in over and "trainer" not in over:
@@ -364,7 +362,7 @@ def methods_for(arm: Arm, tried: int, fallback: bool = False) -> dict[str, Metho
     return out
 
 
-def signature(methods: dict[str, Method], key: str, ctx_settings) -> str:
+def signature(methods: dict[str, Recipe], key: str, ctx_settings) -> str:
     """What a record was made by: the method's trainer, domains, data and budget, and those of
     everything it reads; a record is reused only by a method with the same signature."""
     m = methods[key]
@@ -373,19 +371,19 @@ def signature(methods: dict[str, Method], key: str, ctx_settings) -> str:
                        [signature(methods, n, ctx_settings) for n in m.needs]])
 
 
-def level(methods: dict[str, Method], key: str) -> int:
+def level(methods: dict[str, Recipe], key: str) -> int:
     needs = methods[key].needs
     return 0 if not needs else 1 + max(level(methods, n) for n in needs)
 
 
-def batch_of(methods: dict[str, Method], key: str) -> int:
+def batch_of(methods: dict[str, Recipe], key: str) -> int:
     """When a job can run: after what it reads; a method nothing reads goes in the last batch
     (beside the longest chain's end), so no batch waits on a run that nothing needs yet."""
     read = {n for m in methods.values() for n in m.needs}
     return level(methods, key) if key in read else max(level(methods, k) for k in methods)
 
 
-def weight(m: Method) -> float:
+def weight(m: Recipe) -> float:
     """A rough relative cost of a job (the longest are handed out first)."""
     s, d = m.settings, len(m.domains or (0, 0))
     return {"grpo": s.get("steps", 0) * s.get("prompts_per_step", 0) * s.get("group_size", 0) * d,
@@ -400,26 +398,15 @@ def weight(m: Method) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
-class Store:
-    """{"runs": {"<arm>|<method>|<seed>": record}, "gates": {arm: ...}, "merges": ..., "invocations": ...}"""
+SECTIONS = ("runs", "gates", "merges", "invocations", "measurements", "choices")
+
+
+class Store(study.Store):
+    """docs/regimes.json: {"runs": {"<arm>|<method>|<seed>": record}, "gates": {arm: ...}, "merges",
+    "invocations", "measurements", "choices"}, bench/study.py's store under this study's lock."""
 
     def __init__(self, path: Path):
-        self.path = Path(path)
-
-    def read(self) -> dict:
-        data = json.loads(self.path.read_text()) if self.path.exists() else {}
-        for k in ("runs", "gates", "merges", "invocations", "measurements", "choices"):
-            data.setdefault(k, {})
-        return data
-
-    @contextmanager
-    def edit(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock_path(), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            data = self.read()
-            yield data
-            atomic_write(self.path, json.dumps(data, indent=0, sort_keys=True).encode())
+        super().__init__(path, lock_path, SECTIONS)
 
     def record(self, ctx: "Context", key: str, seed: int) -> dict | None:
         """The recorded result of (arm, method, seed), if it was made by this very method."""
@@ -453,7 +440,7 @@ class Context:
     def experiment(self, seed: int) -> str:
         return f"{EXPERIMENT}{'-quick' if self.quick else ''}/arm{self.arm.number}/s{seed}"
 
-    def settings(self, m: Method) -> dict:
+    def settings(self, m: Recipe) -> dict:
         s = dict(m.settings)
         if self.quick:
             s.update({k: v for k, v in QUICK.items() if k in s})
@@ -464,12 +451,12 @@ class Context:
     def signature(self, key: str) -> str:
         return signature(self.methods, key, self.settings)
 
-    def adapter_saved(self, m: Method, seed: int) -> bool:
+    def adapter_saved(self, m: Recipe, seed: int) -> bool:
         folder = runs.RUNS_DIR / self.experiment(seed) / m.name
         return (folder / "adapter_model.safetensors").exists() and (folder / "checkpoint.pt").exists()
 
 
-def build(ctx: Context, bank, m: Method, seed: int, built: dict) -> dict:
+def build(ctx: Context, bank, m: Recipe, seed: int, built: dict) -> dict:
     """Train `m` at `seed` into the bank (a finished run reloads), after what it reads. Returns
     {"run": Run or None, "counts": ..., "merge_w": ...}."""
     if m.key in built:
@@ -506,7 +493,7 @@ def build(ctx: Context, bank, m: Method, seed: int, built: dict) -> dict:
     return out
 
 
-def merge_weight(ctx: Context, m: Method, bank, seed: int, built: dict) -> float:
+def merge_weight(ctx: Context, m: Recipe, bank, seed: int, built: dict) -> float:
     """The merge's weight, chosen on val at seed 0 (the registered grid, bench.baselines' values)
     by the mean val accuracy over the arm's domains, once; recorded in the JSON for the other seeds."""
     key = f"{ctx.arm.number}|{m.key}|{m.name}"
@@ -616,36 +603,27 @@ def run_job(ctx: Context, key: str, seed: int) -> dict:
 CHOICE_KEY = {"chain": "strict"}   # what the val choice reads per domain (the primary metric; else "acc")
 
 
-def with_setting(m: Method, setting: dict) -> Method:
+def with_setting(m: Recipe, setting: dict) -> Recipe:
     """`m` at one setting of its grid, as its own adapter (`mopd_kl_lr1em03`)."""
     tags = "_".join(f"{k}{study.tag(v)}" for k, v in sorted(setting.items()))
     return dataclasses.replace(m, settings={**m.settings, **setting}, adapter=f"{m.key}_{tags}")
 
 
-class ArmEvals:
-    """bench.study's evaluation cache (`Evals.get`'s contract) for an arm's domains: {domain: {L:
-    score}} at the lengths a choice reads (the domain's train lengths) by CHOICE_KEY, kept in the
-    arm's JSON so a resumed choice evaluates nothing twice."""
+class ArmEvals(study.StoreEvals):
+    """The runner's evaluation cache on the arm's JSON (its "choices" section): {domain: {L: score}}
+    at the lengths a choice reads (the domain's train lengths) by CHOICE_KEY."""
 
     def __init__(self, arm: Arm, store: Store):
-        self.arm, self.store, self.refused = arm, store, {}
+        super().__init__(store, "choices", f"{arm.number}|eval")
+        self.arm = arm
 
-    def refresh(self) -> None:
-        pass
-
-    def get(self, bank, name: str, split: str, n: int) -> dict:
-        key = f"{self.arm.number}|eval|{name}|{split}|{n}"
-        cached = self.store.read()["choices"].get(key)
+    def score(self, bank, name: str, split: str, n: int) -> dict:
+        doms = get_domains(self.arm.domains)
         if name in self.refused:   # a run the trainer refused: nothing right
-            cached = {d: {str(L): 0.0 for L in dom.train_lengths} for d, dom in get_domains(self.arm.domains).items()}
-        elif cached is None:
-            rows = evaluate(bank, name, self.arm.domains, n, split)
-            doms = get_domains(self.arm.domains)
-            cached = {d: {str(r["length"]): r[CHOICE_KEY.get(d, "acc")] for r in rows
-                          if r["domain"] == d and r["length"] in doms[d].train_lengths} for d in self.arm.domains}
-            with self.store.edit() as data:
-                data["choices"][key] = cached
-        return {d: {int(L): v for L, v in by.items()} for d, by in cached.items()}
+            return {d: {str(L): 0.0 for L in dom.train_lengths} for d, dom in doms.items()}
+        rows = evaluate(bank, name, self.arm.domains, n, split)
+        return {d: {str(r["length"]): r[CHOICE_KEY.get(d, "acc")] for r in rows
+                    if r["domain"] == d and r["length"] in doms[d].train_lengths} for d in self.arm.domains}
 
 
 @dataclass
@@ -726,31 +704,30 @@ def choose_settings(args, arm: Arm, store: Store) -> dict[str, dict]:
     return chosen
 
 
-def arm_methods(arm: Arm, store: Store, tried: int = 0, fallback: bool = False) -> dict[str, Method]:
+def arm_methods(arm: Arm, data: dict, tried: int = 0, fallback: bool = False) -> dict[str, Recipe]:
     """The arm's methods as they run: after its gate's retries (methods_for), or at the settings
-    its val choice recorded (an arm with grids)."""
+    its val choice recorded in `data` (the JSON; an arm with grids, none recorded: as declared)."""
     if not arm.grids:
         return methods_for(arm, tried, fallback)
-    chosen = store.read()["choices"][str(arm.number)]["chosen"]
+    chosen = data.get("choices", {}).get(str(arm.number), {}).get("chosen", {})
     return {m.key: with_setting(m, chosen[m.key]) if m.key in chosen else m for m in arm.methods}
+
+
+def gate_every_seed_values(data: dict, arm: Arm) -> dict:
+    """{seed: {length: value}} of the arm's gate read on every seed (arm.gate_every_seed): the gate
+    method's recorded val score at each compared length (the strict trace on chain, else accuracy)."""
+    g = arm.gate_every_seed
+    key = "strict" if g.domain in CHOICE_KEY else "acc"
+    return {rec["seed"]: {L: acc(rec, g.domain, (L,), key, "val") for L in g.lengths}
+            for rec in data["runs"].values() if rec["arm"] == arm.number and rec["method"] == g.method and "val" in rec}
 
 
 def gate_every_seed_line(data: dict, arm: Arm) -> list[str]:
     """Each recorded seed's gate (arm.gate_every_seed): the value at every compared length, passed or not."""
-    g = arm.gate_every_seed
-    if g is None:
-        return []
-    out = []
-    for rec in sorted((r for r in data["runs"].values() if r["arm"] == arm.number and r["method"] == g.method
-                       and "val" in r), key=lambda r: r["seed"]):
-        vals = {L: acc(rec, g.domain, (L,), "strict" if g.domain in CHOICE_KEY else "acc", "val") for L in g.lengths}
-        ok = all(v >= g.threshold for v in vals.values())
-        out.append(f"gate {g.name} seed {rec['seed']}: " + ", ".join(f"L{L} {v:.2f}" for L, v in vals.items())
-                   + (" passes" if ok else " FAILS: excluded from the tests"))
-    return out
+    return [] if arm.gate_every_seed is None else study.gate_lines(arm.gate_every_seed, gate_every_seed_values(data, arm))
 
 
-def gate_value(rec: dict, gate: Gate) -> float:
+def gate_value(rec: dict, gate: study.Gate) -> float:
     return fmean(r["acc"] for r in rec["val"] if r["domain"] == gate.domain and r["length"] in gate.lengths)
 
 
@@ -795,18 +772,6 @@ def jobs_to_run(ctx: Context, seeds: list[int]) -> list[list[tuple[str, int]]]:
             for lv in sorted(levels)]
 
 
-def claim(store: Store, claims: Path, job: list) -> bool:
-    """True for the first worker that asks for `job` (under the store's lock): workers take the
-    next unclaimed job of one shared list, so the long ones do not pile up on one process."""
-    with open(lock_path(), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        taken = json.loads(claims.read_text()) if claims.exists() else []
-        if job in taken:
-            return False
-        atomic_write(claims, json.dumps(taken + [job]).encode())
-        return True
-
-
 def run_arm(args, arm: Arm) -> None:
     store = Store(args.out / "regimes.json")
     started = time.time()
@@ -815,7 +780,7 @@ def run_arm(args, arm: Arm) -> None:
         choose_settings(args, arm, store)
     else:
         tried, fallback = run_gate(args, arm, store)
-    ctx = Context(arm, arm_methods(arm, store, tried, fallback), args.quick, store, not args.quiet)
+    ctx = Context(arm, arm_methods(arm, store.read(), tried, fallback), args.quick, store, not args.quiet)
     with store.edit() as data:   # recorded first: a run stopped early still names its command
         data["invocations"].setdefault(str(arm.number), []).append(
             {"command": command("bench.regimes", args.argv), "started": started, "wall_seconds": None,
@@ -825,11 +790,9 @@ def run_arm(args, arm: Arm) -> None:
         print(f"arm {arm.number}: {len(jobs)} jobs: {jobs}", flush=True)
         if args.workers > 1 and len(jobs) > 1:
             claims = runs.RUNS_DIR / ctx.experiment(0).rsplit("/", 1)[0] / f"claims-{started:.0f}-{i}.json"
-            claims.parent.mkdir(parents=True, exist_ok=True)
-            in_processes("bench.regimes", [[list(j) for j in jobs]] * args.workers, args.workers,
-                         lambda w, mine: ["--worker", "--arm", str(arm.number), "--jobs", json.dumps(mine[0]),
-                                          "--claims", str(claims), "--tried", str(tried), "--out", str(args.out),
-                                          "--quiet"] + (["--fallback"] if fallback else []) + (["--quick"] if args.quick else []))
+            study.in_claiming_workers("bench.regimes", jobs, args.workers, claims,
+                                      ["--arm", str(arm.number), "--tried", str(tried), "--out", str(args.out), "--quiet"]
+                                      + (["--fallback"] if fallback else []) + (["--quick"] if args.quick else []))
         else:
             for k, s in jobs:
                 run_job(ctx, k, s)
@@ -925,7 +888,7 @@ class Report:
         self.arm, self.data = arm, data
         self.gate = data["gates"].get(str(arm.number))
         tried = 0 if self.gate is None else len(self.gate["tries"]) - 1
-        self.methods = methods_for(arm, tried, bool(self.gate and self.gate.get("fallback")))
+        self.methods = arm_methods(arm, data, tried, bool(self.gate and self.gate.get("fallback")))
         ctx = Context(arm, self.methods, data.get("quick", False), None)
         self.runs, self.failed = {}, {}
         for rec in data["runs"].values():
@@ -964,35 +927,19 @@ class Report:
 
 
 def ms(values) -> str:
-    m, sd = stats.mean_sd(list(values.values()) if isinstance(values, dict) else values)
-    if math.isnan(m):
-        return "-"
-    return f"{m:.3f}" + (f" ± {sd:.3f}" if not math.isnan(sd) else "")
+    """'mean ± sample std' over seeds, 3 digits (study.cell), '-' with no value."""
+    vals = list(values.values()) if isinstance(values, dict) else list(values)
+    return "-" if math.isnan(stats.mean_sd(vals)[0]) else study.cell(vals, digits=3)
 
 
-def decide(p: dict, above: float | None = None, below: float | None = None, p_adj: float | None = None) -> str:
-    """'supported' / 'refuted' / 'not resolved' by the registered rule: supported iff the
-    interval lies above `above` (or below `below`). With `p_adj` (the Holm-adjusted p of the
-    comparison against that threshold, over the arm's family) the side is read only when p_adj is
-    below 0.05; otherwise "not resolved", with the differences the interval still allows."""
-    if p["n"] < 2 or math.isnan(p["half"]):
-        return "not resolved (fewer than 2 seeds)"
-    allows = f"not resolved: the interval allows differences from {p['lo']:+.3f} to {p['hi']:+.3f}"
-    if above is not None:
-        v = "supported" if p["lo"] > above else "refuted" if p["hi"] < above else allows
-    else:
-        v = "supported" if p["hi"] < below else "refuted" if p["lo"] > below else allows
-    if p_adj is not None and not p_adj < 0.05 and not v.startswith("not resolved"):
-        return f"{allows} after Holm (p (Holm) {p_adj:.3f}; uncorrected: {v})"
-    return v
+decide = study.decide   # the registered rule's verb (the runner's), as the tests and bench.findings call it
 
 
 def holm_of(tests: dict) -> dict:
-    """{name: Holm-adjusted p} of a family {name: (stats.paired, the rule's threshold)}: each
-    p-value is the paired t-test against the threshold the registered rule reads."""
-    names = list(tests)
-    adj = stats.holm([stats.p_value(tests[k][0], tests[k][1]) for k in names])
-    return dict(zip(names, adj))
+    """{name: Holm-adjusted p} of a family {name: (stats.paired, the rule's threshold)}: the
+    runner's `family`, each p-value the paired t-test against the threshold the rule reads."""
+    fam = study.family({k: t[0] for k, t in tests.items()}, nulls={k: t[1] for k, t in tests.items()})
+    return {k: v["p_holm"] for k, v in fam.items()}
 
 
 FAMILY_NOTE = ("Multiplicity (amendment, 2026-12-03): the arm's family is its primary comparisons, the rows named "
@@ -1001,11 +948,7 @@ FAMILY_NOTE = ("Multiplicity (amendment, 2026-12-03): the arm's family is its pr
                "the family. No equivalence margin was registered: nothing is called equal.")
 
 
-def interval(p: dict) -> str:
-    if p["n"] == 0:
-        return "-"
-    text = stats.interval_text(p)
-    return text + (f" [{p['lo']:+.3f}, {p['hi']:+.3f}]" if not math.isnan(p["half"]) else "") + f" (n = {p['n']})"
+interval = study.interval
 
 
 def accuracy_table(rep: Report) -> list[str]:
@@ -1097,11 +1040,8 @@ def primary_arm2(rep: Report) -> dict:
 
 def decisions_arm2(rep: Report) -> tuple[list[str], dict]:
     hin, h4, h5 = (2, 3), (4,), (5,)
-    rows, out = [], {}
-
-    def row(name, p, rule, verdict):
-        rows.append(f"| {name} | {interval(p)} | {rule} | {verdict} |")
-        return verdict
+    rows, out = study.DecisionRows(), {}
+    row = rows.add
 
     gate_ok = bool(rep.gate and rep.gate["passed"])
     adj = holm_of(primary_arm2(rep))
@@ -1142,17 +1082,16 @@ def decisions_arm2(rep: Report) -> tuple[list[str], dict]:
 
 def decisions(rep: Report) -> tuple[list[str], dict]:
     """The arm's registered comparisons: (the table's rows, {hypothesis: decision})."""
+    if rep.arm.grids:
+        return decisions_cures(rep)
     return (decisions_arm2 if rep.arm.number == 2 else decisions_arm1)(rep)
 
 
 def decisions_arm1(rep: Report) -> tuple[list[str], dict]:
-    rows, out = [], {}
+    rows, out = study.DecisionRows(), {}
+    row = rows.add
     partner = "sft_both" if rep.gate and rep.gate.get("fallback") else "mixrl"
     allL = {d: rep.held[d]["all"] for d in rep.arm.domains}
-
-    def row(name, p, rule, verdict):
-        rows.append(f"| {name} | {interval(p)} | {rule} | {verdict} |")
-        return verdict
 
     shown = []
     fam = {f"H1.1 {d}": (comparison(rep, partner, rep.arm.teacher_of[d], d, rep.held[d]["all"]), 0.0)
@@ -1221,32 +1160,13 @@ def decisions_arm1(rep: Report) -> tuple[list[str], dict]:
 
 
 def markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
-    rep = Report(data, arm)
+    rep = Report(data, arm, seeds=arm.seeds)
     title = f"### Arm {arm.number}: {arm.title}"
     if not rep.runs:
         return [title, "", "**Not run**: no job of this arm finished (docs/regimes.json holds none).", ""]
-    inv = data["invocations"].get(str(arm.number), [])
-    lines = [title, ""]
-    for i in inv:
-        if i["wall_seconds"] is not None:
-            took = f"{i['wall_seconds'] / 60:.1f} min"
-        else:   # stopped before its end: the time to the last job it finished
-            ends = [r["finished_at"] for per in rep.runs.values() for r in per.values()
-                    if r.get("finished_at", 0) >= i["started"]]
-            took = f"stopped before its end; its last job finished after {(max(ends) - i['started']) / 60:.1f} min" \
-                if ends else "stopped before its end, no job finished"
-        lines.append(f"*Command:* `{i['command']}` ({i['date']}, {took}, seeds {', '.join(map(str, i['seeds']))})  ")
-    if inv:
-        lines.append(f"*Machine:* {inv[-1]['machine']}")
-    expected = [(k, s) for k in rep.methods for s in (0, 1, 2)]
-    missing = [f"{k} seed {s}" for k, s in expected if s not in rep.runs.get(k, {}) and s not in rep.failed.get(k, {})]
-    lines += ["", f"Finished: {sum(len(v) for v in rep.runs.values())} of {len(expected)} (method, seed) jobs of "
-              "the registered 3 seeds." + (f" **Not finished** (absent from every table below): {', '.join(missing)}."
-                                           if missing else ""), ""]
-    for k, per in rep.failed.items():
-        for seed, r in sorted(per.items()):
-            lines += [f"**{rep.methods[k].label}, seed {seed}, failed at its registered budget** (the trainer "
-                      f"refused; no result): {r['failed']}", ""]
+    if arm.grids:
+        return cures_markdown(data, arm, figures)
+    lines = head_lines(data, arm, rep)
     g = rep.gate
     if g:
         tries = "; ".join(f"{t['adapter']} ({t['steps']} steps): {t['val']:.3f}" for t in g["tries"])
@@ -1254,7 +1174,7 @@ def markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
                   f">= {g['threshold']:.2f}): {tries}: **{'passed' if g['passed'] else 'failed'}**"
                   + (" ; every try failed, so the registered fall-back ran (SFT-on-gold adapters; the interference "
                      "test is SFT on gold, each domain alone against both at once)." if g.get("fallback") else "."), ""]
-        lines += gate_by_seed(data, arm)
+        lines += gate_check_by_seed(data, arm)
     merges = {k.split("|")[1]: v for k, v in data["merges"].items() if k.startswith(f"{arm.number}|")}
     if merges:
         lines += ["Merge weights chosen on val at seed 0 (mean val accuracy over the domains; conflict has no headroom, "
@@ -1266,7 +1186,7 @@ def markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
     lines += ["Pre-registered comparisons: paired per-seed differences, mean ± 95% t half-width [interval] "
               "(`mopd_mini.stats.paired`, t = 4.30 with 3 seeds), on test accuracy (the mean over the lengths named).",
               "", FAMILY_NOTE.format(names=", ".join(k for k in out["family"])), "",
-              "| comparison | difference | rule | decision |", "| --- | --- | --- | --- |", *rows, "",
+              *study.DecisionRows.HEAD, *rows, "",
               "Decisions against the hypotheses as registered (from the table above, after Holm's correction): "
               + "; ".join(f"**{h}** {v}" for h, v in out.items() if h != "family") + ".", ""]
     lines += five_seed_check(data, arm, out)
@@ -1278,6 +1198,250 @@ def markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
         lines += kl_table(rep)
     lines += [f"![arm {arm.number}](figures/{f})" for f in figures] + [""]
     return lines
+
+
+def head_lines(data: dict, arm: Arm, rep: Report) -> list[str]:
+    """An arm's section up to its tables: title, commands, machine, what finished, what failed."""
+    inv = data["invocations"].get(str(arm.number), [])
+    lines = [f"### Arm {arm.number}: {arm.title}", ""]
+    for i in inv:
+        if i["wall_seconds"] is not None:
+            took = f"{i['wall_seconds'] / 60:.1f} min"
+        else:   # stopped before its end: the time to the last job it finished
+            ends = [r["finished_at"] for per in rep.runs.values() for r in per.values()
+                    if r.get("finished_at", 0) >= i["started"]]
+            took = f"stopped before its end; its last job finished after {(max(ends) - i['started']) / 60:.1f} min" \
+                if ends else "stopped before its end, no job finished"
+        lines.append(f"*Command:* `{i['command']}` ({i['date']}, {took}, seeds {', '.join(map(str, i['seeds']))})  ")
+    if inv:
+        lines.append(f"*Machine:* {inv[-1]['machine']}")
+    expected = [(k, s) for k in rep.methods for s in arm.seeds]
+    missing = [f"{k} seed {s}" for k, s in expected if s not in rep.runs.get(k, {}) and s not in rep.failed.get(k, {})]
+    lines += ["", f"Finished: {sum(len(v) for v in rep.runs.values())} of {len(expected)} (method, seed) jobs of "
+              f"the registered {len(arm.seeds)} seeds." + (f" **Not finished** (absent from every table below): "
+                                                          f"{', '.join(missing)}." if missing else ""), ""]
+    for k, per in rep.failed.items():
+        for seed, r in sorted(per.items()):
+            lines += [f"**{rep.methods[k].label}, seed {seed}, failed at its registered budget** (the trainer "
+                      f"refused; no result): {r['failed']}", ""]
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# arms 2b and memory-cures, as registered in their amendment (docs/regimes.md, 2026-12-03)
+# ---------------------------------------------------------------------------------------------
+
+CURE_KEYS = tuple(k for k, _, _ in CURES)
+MEASURES = {"chain": ("strict", "trace", "acc"), "memory": ("acc", "copy")}
+"""each domain's per-seed measures: chain's strict trace (primary), prefix trace and final answer"""
+MEASURE_NAMES = {"strict": "strict trace", "trace": "prefix trace", "acc": "accuracy", "copy": "copy", "words": "words"}
+
+
+def metric(arm: Arm) -> str:
+    """The metric an arm's decisions read: the strict trace on chain (CHOICE_KEY), else accuracy."""
+    return CHOICE_KEY.get(arm.domains[0], "acc")
+
+
+def gate_passing(data: dict, arm: Arm) -> tuple[dict, list]:
+    """({seed: {length: value}} of the gate read on every seed, the seeds that pass it)."""
+    values = gate_every_seed_values(data, arm)
+    return values, [s for s, ok in study.gate_by_seed(values, arm.gate_every_seed.threshold).items() if ok]
+
+
+def tested(data: dict, arm: Arm) -> Report:
+    """An arm with a gate on every seed: its records at the registered seeds that pass the gate."""
+    _, passing = gate_passing(data, arm)
+    return Report(data, arm, seeds=tuple(s for s in arm.seeds if s in passing))
+
+
+def cure_rows(rep: Report, d: str) -> dict:
+    """Arm 2b / memory-cures' family: {hypothesis: (paired comparison, threshold 0)}; H2b.3 on chain."""
+    key, L = metric(rep.arm), rep.arm.compared
+    fam = {f"H2b.1 {c}": (comparison_on(rep, c, "mopd_kl", d, L, key), 0.0) for c in CURE_KEYS}
+    if d == "chain":
+        g = growth(rep, "mopd_kl", "sft_traces", d)
+        fam["H2b.3"] = (stats.paired(g, {s: 0.0 for s in g}), 0.0)
+    return fam
+
+
+def comparison_on(rep: Report, a: str, b: str, domain: str, lengths, key: str) -> dict:
+    """a - b paired by seed on `key` (mean over `lengths`)."""
+    return stats.paired(rep.per_seed(a, domain, lengths, key), rep.per_seed(b, domain, lengths, key))
+
+
+def growth(rep: Report, a: str, b: str, d: str, deep: tuple = (4, 5)) -> dict:
+    """{seed: the mean of lead(L) over `deep` minus the mean of lead(2) and lead(3)}, lead = a - b
+    at depth L on the arm's metric (H2b.3's measure; deep (6,): at the held-out depth)."""
+    key, out = metric(rep.arm), {}
+    for seed in rep.seeds:
+        ra, rb = rep.runs.get(a, {}).get(seed), rep.runs.get(b, {}).get(seed)
+        if ra is not None and rb is not None:
+            lead = {L: acc(ra, d, (L,), key) - acc(rb, d, (L,), key) for L in (2, 3, *deep)}
+            out[seed] = fmean(lead[L] for L in deep) - (lead[2] + lead[3]) / 2
+    return out
+
+
+def decisions_cures(rep: Report) -> tuple[list[str], dict]:
+    """The amendment's rules over the seeds that pass the gate (rep: `tested`): H2b.1's four cures
+    minus exact KL and (chain) H2b.3's growth, decided by Holm over that family; H2b.2 (chain) by
+    its own test. Fewer than 3 passing seeds: every hypothesis is descriptive, not tested."""
+    arm, rows, out = rep.arm, study.DecisionRows(), {}
+    row = rows.add
+    d = arm.domains[0]
+    key, L = metric(arm), arm.compared
+    fam = cure_rows(rep, d)
+    adj = holm_of(fam)
+    out["family"] = adj
+    few = len(rep.seeds) < 3
+    where = f"{MEASURE_NAMES[key]}, mean over {', '.join(map(str, L))}"
+
+    def verdict(h):
+        if few:
+            return f"not tested (fewer than 3 seeds pass gate {arm.gate_every_seed.name})"
+        return decide(fam[h][0], above=0.0, p_adj=adj[h]) + (f" (p (Holm) {adj[h]:.3f})" if not math.isnan(adj[h]) else "")
+
+    rule = "supported iff above 0; refuted iff below 0 (Holm over the family)"
+    for c in CURE_KEYS:
+        h = f"H2b.1 {c}"
+        out[h] = row(f"{h}: {rep.methods[c].label} minus MOPD exact KL ({where})", fam[h][0], rule, verdict(h))
+        for Lx in get_domains(arm.domains)[d].eval_lengths:
+            row(f"(H2b.1, descriptive) {c} minus mopd_kl, {MEASURE_NAMES[key]} at {Lx}",
+                comparison_on(rep, c, "mopd_kl", d, (Lx,), key), "descriptive", "descriptive")
+        if d == "chain":
+            row(f"(H2b.1, descriptive) {c} minus mopd_kl, prefix trace ({', '.join(map(str, L))})",
+                comparison_on(rep, c, "mopd_kl", d, L, "trace"), "descriptive", "descriptive")
+    if d != "chain":
+        return rows, out
+    out["H2b.3"] = row("H2b.3: growth of MOPD exact KL's lead over SFT on the teacher's traces (mean lead at 4, 5 minus "
+                       "at 2, 3; strict trace)", fam["H2b.3"][0], rule, verdict("H2b.3"))
+    best = max(CURE_KEYS, key=lambda c: -math.inf if math.isnan(fam[f"H2b.1 {c}"][0]["diff"]) else fam[f"H2b.1 {c}"][0]["diff"])
+    for a, b, deep, name in (("mopd_kl", "rft", (4, 5), "over RFT"), ("mopd_kl", "sft_gold", (4, 5), "over SFT on gold"),
+                             (best, "sft_traces", (4, 5), f"of the best cure ({best}) over SFT on the teacher's traces"),
+                             ("mopd_kl", "sft_traces", (6,), "over SFT on the teacher's traces at depth 6 (held out; "
+                                                             "lead at 6 minus at 2, 3)")):
+        g = growth(rep, a, b, d, deep)
+        row(f"(H2b.3, descriptive) growth of the lead {name}", stats.paired(g, {s: 0.0 for s in g}), "H2b.3's rule",
+            "descriptive")
+    out["H2b.2"] = stuck_predicts(rep)["decision"]
+    return rows, out
+
+
+MOPD_KEYS = ("mopd_pg", "mopd_topk", "mopd_kl", *CURE_KEYS)
+
+
+def stuck_predicts(rep: Report) -> dict:
+    """H2b.2: does the stuck share at step 100 (its mean over steps 91-100) predict a run's failure
+    (test strict trace below 0.50 over the compared depths)? tau chosen on seeds 0-2
+    (stats.best_threshold), tested on seeds 3-4 (the one-sided Fisher exact test)."""
+    d, key = rep.arm.domains[0], metric(rep.arm)
+    units = []
+    for k in MOPD_KEYS:
+        for seed, r in rep.runs.get(k, {}).items():
+            share = (((r.get("stuck") or {}).get(d) or {}).get("100") or {}).get("share_window")
+            if share is not None:
+                units.append((seed, share, acc(r, d, rep.arm.compared, key) < 0.50))
+    fit = [(x, f) for s, x, f in units if s in (0, 1, 2)]
+    held = [(x, f) for s, x, f in units if s in (3, 4)]
+    out = {"units": len(units), "fit": len(fit), "test": len(held)}
+    if len(rep.seeds) < 3:
+        out["decision"] = f"not tested (fewer than 3 seeds pass gate {rep.arm.gate_every_seed.name})"
+        return out
+    for part, name in ((fit, "seeds 0-2"), (held, "seeds 3-4")):
+        fails = sum(f for _, f in part)
+        if not part or fails in (0, len(part)):
+            out["decision"] = f"not tested ({name} have {'no run with a step-100 share' if not part else 'no failure' if not fails else 'no success'})"
+            return out
+    tau = stats.best_threshold([x for x, _ in fit], [f for _, f in fit])
+    a = sum(x > tau and f for x, f in held)
+    b = sum(x > tau and not f for x, f in held)
+    c = sum(x <= tau and f for x, f in held)
+    dd = sum(x <= tau and not f for x, f in held)
+    p = stats.fisher_greater(a, b, c, dd)
+    bal = stats.balanced_accuracy([x for x, _ in held], [f for _, f in held], tau)
+    out.update(tau=tau, table=[[a, b], [c, dd]], p=p, balanced_accuracy=bal,
+               decision=f"{'supported' if p < 0.05 else 'not supported'} (tau {tau:.3f} on seeds 0-2; on seeds 3-4 "
+                        f"predicted failure x failure [[{a}, {b}], [{c}, {dd}]], Fisher p {p:.3f}, balanced accuracy {bal:.2f})")
+    return out
+
+
+def setting_text(setting: dict) -> str:
+    return ", ".join(f"{k} {v:g}" for k, v in sorted(setting.items())) or "as registered"
+
+
+def choice_table(data: dict, arm: Arm) -> list[str]:
+    """Every gridded method's chosen setting and its grid on val (study.choose's record)."""
+    rec = data["choices"].get(str(arm.number))
+    if rec is None:
+        return []
+    lines = [f"Settings chosen on val by the study runner (seed 0; a two-seed mean where the tie-break trained seed 1; "
+             f"* an extension past the grid's edge; recorded {rec.get('date', '')}, {rec.get('machine', '')}):", "",
+             "| method | chosen | val score of each setting tried |", "| --- | --- | --- |"]
+    for k, chosen in rec["chosen"].items():
+        tried = "; ".join(f"{setting_text({x: g[x] for x in g if x in ('lr', 'beta')})}: {g['mean']:.3f}"
+                          + (f" (two seeds {g['mean2']:.3f})" if "mean2" in g else "") + ("*" if g.get("extended") else "")
+                          for g in rec["grid"].get(k, []))
+        lines.append(f"| {k} | {setting_text(chosen)} | {tried} |")
+    if rec.get("refused"):
+        lines += ["", "Refused by the trainer (scored 0 in the choice): " + "; ".join(f"{k}: {v}" for k, v in rec["refused"].items())]
+    return lines + [""]
+
+
+def cures_markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
+    """Arm 2b's or memory-cures' section: the choice, the gate on every seed, by depth, per seed,
+    the stuck shares, the decisions (Holm over the registered family), the costs, the figures."""
+    every = Report(data, arm, seeds=arm.seeds)
+    rep = tested(data, arm)
+    g = arm.gate_every_seed
+    values, passing = gate_passing(data, arm)
+    d = arm.domains[0]
+    dom = get_domains(arm.domains)[d]
+    lines = head_lines(data, arm, every) + choice_table(data, arm)
+    lines += [f"**Gate {g.name} on every seed** ({every.methods[g.method].label} on val, {MEASURE_NAMES[metric(arm)] if g.domain in CHOICE_KEY else 'accuracy'} "
+              f"at each of {', '.join(map(str, g.lengths))}, >= {g.threshold:.2f}; a failing seed is excluded from every "
+              f"test, all its methods): " + "; ".join(study.gate_lines(g, values)) + f". Seeds tested: "
+              f"{', '.join(map(str, rep.seeds)) or 'none'}" + (" (fewer than 3: every hypothesis is descriptive)."
+                                                             if len(rep.seeds) < 3 else "."), ""]
+    lens = dom.eval_lengths
+    lines += [f"By length (test, the mean over the seeds that pass the gate; {d} compared at "
+              f"{', '.join(map(str, arm.compared))}, held out {', '.join(map(str, dom.held_out)) or 'none'}):", "",
+              "| method | measure | " + " | ".join(f"{d} {x}" for x in lens) + " |", "| --- | --- |" + " --- |" * len(lens)]
+    for k, m in rep.methods.items():
+        for key in MEASURES.get(d, ("acc",)):
+            vals = [rep.per_seed(k, d, (x,), key) for x in lens]
+            if k in rep.runs:
+                lines.append(f"| {m.label} | {MEASURE_NAMES[key]} | " + " | ".join(
+                    ms(v) if v else "" for v in vals) + " |")
+    cols = [(key, x) for key in MEASURES.get(d, ("acc",)) for x in lens] + ([("words", lens[0])] if d == "chain" else [])
+    lines += ["", "Per seed (test, every recorded seed; a seed that fails the gate is marked and excluded from the "
+              "tests): " + ", ".join(f"{MEASURE_NAMES[key]} at {x}" for key, x in cols) + ".", "",
+              "| method | seed | " + " | ".join(f"{MEASURE_NAMES[key]} {x}" for key, x in cols) + " |",
+              "| --- | --- |" + " --- |" * len(cols)]
+    for k, m in every.methods.items():
+        for seed, r in sorted(every.runs.get(k, {}).items()):
+            mark = "" if seed in passing else f" (fails {g.name})"
+            lines.append(f"| {m.label} | {seed}{mark} | " + " | ".join(
+                f"{v:.3f}" if not math.isnan(v := acc(r, d, (x,), key)) else "" for key, x in cols) + " |")
+    lines += ["", f"The stuck detector per MOPD method and seed (p_S(y) > 0.9 and log p_T(y) < -5; at steps "
+              f"{', '.join(map(str, STUCK_STEPS))} and the last: the share (its mean over the 10 steps ending there); "
+              "off: the off-support mass; '-' where the run has no such step):", "",
+              "| method | seed | " + " | ".join(f"step {x}" for x in STUCK_STEPS) + " | last | last step |",
+              "| --- | --- |" + " --- |" * (len(STUCK_STEPS) + 2)]
+    for k in MOPD_KEYS:
+        if k in every.runs:
+            lines += study.stuck_rows(every.methods[k].label, {s: r.get("stuck") for s, r in every.runs[k].items()},
+                                      STUCK_STEPS, d)
+    rows, out = decisions_cures(rep)
+    lines += ["", f"Pre-registered comparisons over the seeds that pass gate {g.name} (paired per-seed differences, mean ± "
+              f"95% t half-width [interval], `mopd_mini.stats.paired`). Family: {', '.join(out['family'])}, Holm's "
+              "step-down (`mopd_mini.stats.holm`) of the paired t-test against 0; a row is decided only when its Holm-"
+              "adjusted p is below 0.05. No equivalence margin was registered: nothing is called equal.", "",
+              *study.DecisionRows.HEAD, *rows, "",
+              "Decisions against the hypotheses as registered: "
+              + "; ".join(f"**{h}** {v}" for h, v in out.items() if h != "family") + ".", ""]
+    lines += cost_table(rep) if rep.runs else []
+    lines += [f"![arm {arm.number}](figures/{f})" for f in figures] + [""]
+    return lines
+
 
 
 def five_seed_check(data: dict, arm: Arm, registered: dict) -> list[str]:
@@ -1303,25 +1467,22 @@ def five_seed_check(data: dict, arm: Arm, registered: dict) -> list[str]:
     per_seed = []
     if arm.number != 2:
         per_seed = ["Test accuracy per seed (all lengths), the methods those comparisons read:", "",
-                    "| method | domain | " + " | ".join(f"seed {x}" for x in rep.seeds) + " |",
-                    "| --- | --- |" + " --- |" * len(rep.seeds)]
+                    *study.seed_header(["method", "domain"], rep.seeds)]
         for d in arm.domains:
             for k in (arm.teacher_of[d], "mixrl", "mopd_kl", "mopd_pg", "mopd_topk", "rft"):
-                v = rep.per_seed(k, d, rep.held[d]["all"])
-                per_seed.append(f"| {rep.methods[k].label} | {d} | " + " | ".join(
-                    f"{v[x]:.3f}" if x in v else "" for x in rep.seeds) + " |")
+                per_seed.append(study.seed_row([rep.methods[k].label, d], rep.per_seed(k, d, rep.held[d]["all"]), rep.seeds))
         per_seed.append("")
     return [f"**The {len(rep.seeds)}-seed check** (seeds {', '.join(map(str, rep.seeds))}; seeds "
             f"{', '.join(map(str, extra))} added after the registered run, by the same command with `--seeds "
             f"{' '.join(map(str, rep.seeds))}`; methods with every seed: {len(complete)} of {len(rep.methods)}): the "
             f"same comparisons and rules, t = {t:.2f}. The registered decisions are those above.", "",
-            "| comparison | difference | rule | decision |", "| --- | --- | --- | --- |", *rows, "",
+            *study.DecisionRows.HEAD, *rows, "",
             f"Decisions with {len(rep.seeds)} seeds: " + "; ".join(f"**{h}** {v}" for h, v in out.items()
                                                                   if h != "family") + ".", "",
             *per_seed]
 
 
-def gate_by_seed(data: dict, arm: Arm) -> list[str]:
+def gate_check_by_seed(data: dict, arm: Arm) -> list[str]:
     """The gate's value on every recorded seed (the registration checks seed 0 only): the gate's
     method's val accuracy at the gate's lengths, each seed marked passed or failed."""
     rep = Report(data, arm, seeds=None)
@@ -1347,15 +1508,12 @@ def per_seed_table(data: dict, arm: Arm) -> list[str]:
             ("depth 2 words", (2,), "words"), ("depth 4 acc", (4,), "acc"), ("depth 5 acc", (5,), "acc")]
     lines = ["Per seed (test, every recorded seed; the means above can hide one seed): " + ", ".join(c for c, _, _ in cols)
              + ". A depth-2 gold trace has 3 words; a right trace written past its period scores trace 1 and acc 0.",
-             "", "| method | measure | " + " | ".join(f"seed {x}" for x in rep.seeds) + " |",
-             "| --- | --- |" + " --- |" * len(rep.seeds)]
+             "", *study.seed_header(["method", "measure"], rep.seeds)]
     for k in ("sft_teacher", "mopd_kl", "sft_traces", "rft", "sft_gold"):
         if k not in rep.runs:
             continue
         for name, lengths, key in cols:
-            v = rep.per_seed(k, "chain", lengths, key)
-            lines.append(f"| {rep.methods[k].label} | {name} | " + " | ".join(
-                f"{v[x]:.3f}" if x in v and not math.isnan(v[x]) else "" for x in rep.seeds) + " |")
+            lines.append(study.seed_row([rep.methods[k].label, name], rep.per_seed(k, "chain", lengths, key), rep.seeds))
     return lines + [""]
 
 
@@ -1400,7 +1558,7 @@ def _over_seeds(values: dict) -> dict:
 def view(data: dict, arm: Arm) -> dict:
     """What the figures (plots.regime_*) draw, in plain numbers: the page's figures and notebook 07
     draw the same dict, which render() stores in regimes.json["views"][arm]."""
-    rep = Report(data, arm)
+    rep = tested(data, arm) if arm.gate_every_seed else Report(data, arm)
     out = {"arm": str(arm.number), "title": arm.title, "domains": list(arm.domains), "seeds": rep.seeds,
            "parts": {d: {p: list(v) for p, v in parts.items()} for d, parts in rep.held.items()},
            "positions": POSITIONS, "methods": {}, "kl": {}}
@@ -1434,7 +1592,7 @@ def view(data: dict, arm: Arm) -> dict:
     out["decisions"] = {h: v for h, v in dec.items() if h != "family"}
     out["holm"] = dec.get("family", {})       # each primary comparison's Holm-adjusted p over the arm's family
     every = Report(data, arm, seeds=None)
-    if set(every.seeds) - set(REGISTERED):   # the check beside the registered decisions (five_seed_check)
+    if not arm.grids and set(every.seeds) - set(REGISTERED):   # the check beside the registered decisions (five_seed_check)
         out["check"] = {"seeds": every.seeds,
                         "decisions": {h: v for h, v in decisions(every)[1].items() if h != "family"}}
     return out
@@ -1562,6 +1720,12 @@ DEVIATIONS = [
     "failed, with the trainer's message, not retuned.", ""]
 
 
+def in_variants(arm: Arm, fn, *args):
+    """fn(*args) with the arm's domain variants in place (its lengths: arm 2b's 7-cycle chain)."""
+    with domain_variants(arm.variants):
+        return fn(*args)
+
+
 def render(out: Path, page_from: Path | None = None) -> Path:
     """Rewrite the page's Results section (every arm, arm 2 first: the order they run) and the figures."""
     data = Store(out / "regimes.json").read()
@@ -1574,9 +1738,10 @@ def render(out: Path, page_from: Path | None = None) -> Path:
             "comes from; the decisions are the registered rules applied to the comparison tables.", ""]
     body += DEVIATIONS
     shown = [a for a in (2, 1, "1b") if a != "1b" or Report(data, ARMS[a]).runs]   # the second pair runs only
-    views = {str(a): view(data, ARMS[a]) for a in shown}                           # if H1.1 is not shown on the first
-    for a in shown:
-        body += markdown(data, ARMS[a], figures(views[str(a)], ARMS[a], out / "figures"))
+    shown += [a for a in ("2b", "memory-cures") if Report(data, ARMS[a], seeds=None).runs]   # if H1.1 is not shown
+    views = {str(a): in_variants(ARMS[a], view, data, ARMS[a]) for a in shown}              # on the first; the cures'
+    for a in shown:                                                                           # arms once they ran
+        body += in_variants(ARMS[a], markdown, data, ARMS[a], figures(views[str(a)], ARMS[a], out / "figures"))
     with Store(out / "regimes.json").edit() as stored:   # what the figures draw, for notebook 07
         stored["views"] = views
     from .matched import cures_sections     # the course-setting check (bench.matched --cures), from its JSON
@@ -1632,10 +1797,9 @@ def main(argv=None):
 def _main(args, arm: Arm):
     if args.worker:
         store = Store(args.out / "regimes.json")
-        ctx = Context(arm, arm_methods(arm, store, args.tried, args.fallback), args.quick, store)
-        for k, s in json.loads(args.jobs):
-            if args.claims is None or claim(ctx.store, Path(args.claims), [k, s]):
-                run_job(ctx, k, s)
+        ctx = Context(arm, arm_methods(arm, store.read(), args.tried, args.fallback), args.quick, store)
+        for k, s in study.claimed(json.loads(args.jobs), lock_path(), args.claims and Path(args.claims)):
+            run_job(ctx, k, s)
         return None
     if args.estimate:
         return estimate(args, arm)

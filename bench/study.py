@@ -32,13 +32,22 @@ see `worker_main`), which the main process then reloads; `write` is called after
 run stopped early leaves the seeds it finished. The statistics are `mopd_mini.stats`'s: sample
 std over seeds, paired per-seed t-intervals (`paired`), and over a study's family of
 pre-registered comparisons Holm's correction and the registered equivalence margins (`family`).
+
+A study whose jobs are records (bench.regimes: each (arm, method, seed) trained, evaluated and kept
+as it finishes) uses the same runner's pieces for what it adds: one locked JSON `Store`, a job list
+its workers `claim`, an evaluation cache on the store (`StoreEvals`, for `choose`), a `Gate` read on
+every seed (`gate_by_seed`, `gate_lines`), per-seed rows (`seed_row`), the stuck detector's shares
+(`stuck_rows`), and the decisions against a registered rule (`decide`, `DecisionRows`, `family` with
+a threshold per comparison).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
@@ -488,14 +497,17 @@ def paired_rows(rep_rows: dict, a: str, b: str, part: str = "all", key: str = "m
     return stats.paired(per_seed(rep_rows, a, part, key), per_seed(rep_rows, b, part, key))
 
 
-def family(comparisons: dict[str, dict], margins: dict[str, float] | None = None) -> dict[str, dict]:
+def family(comparisons: dict[str, dict], margins: dict[str, float] | None = None,
+           nulls: dict[str, float] | None = None) -> dict[str, dict]:
     """A study's family of pre-registered comparisons ({name: stats.paired}): each with its Holm-
     adjusted p over the family (`p_holm`), whether it is resolved after the correction
     (`resolved_holm`), and the verb the page prints (`reading`: stats.reading with the margin
-    registered for it before the run, if any; none registered: nothing is called equal)."""
-    margins = margins or {}
+    registered for it before the run, if any; none registered: nothing is called equal). `nulls`:
+    a comparison whose rule reads a threshold other than 0 is tested against it ({name: threshold};
+    its `reading` is still the one against 0, so such a study prints `decide`'s verb instead)."""
+    margins, nulls = margins or {}, nulls or {}
     names = list(comparisons)
-    adj = stats.holm([comparisons[k]["p"] for k in names])
+    adj = stats.holm([stats.p_value(comparisons[k], nulls[k]) if k in nulls else comparisons[k]["p"] for k in names])
     out = {}
     for k, a in zip(names, adj):
         p = comparisons[k]
@@ -509,11 +521,11 @@ def seeds_text(values: dict, digits: int = 3) -> str:
     return ", ".join(f"s{s} {v:+.{digits}f}" for s, v in values.items())
 
 
-def cell(vals, ses=None) -> str:
+def cell(vals, ses=None, digits: int = 2) -> str:
     """'mean ± sample std (mean binomial SE)' of per-seed values; the std is absent with one seed."""
     m, s = stats.mean_sd(vals)
-    sd = f" ± {s:.2f}" if not math.isnan(s) else ""
-    return f"{m:.2f}{sd}" + (f" ({fmean(ses):.2f})" if ses is not None else "")
+    sd = f" ± {s:.{digits}f}" if not math.isnan(s) else ""
+    return f"{m:.{digits}f}{sd}" + (f" ({fmean(ses):.2f})" if ses is not None else "")
 
 
 def fmt_int(x: float) -> str:
@@ -542,3 +554,188 @@ def add_worker_args(parser) -> None:
 
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--jobs", help=argparse.SUPPRESS)
+
+
+# ---------------------------------------------------------------------------------------------
+# record-keyed studies (bench.regimes): one JSON store under a lock, a job list the workers
+# claim, a gate read on every seed, per-seed rows, the stuck shares, decisions against a rule
+# ---------------------------------------------------------------------------------------------
+
+
+class Store:
+    """A study's results file, {section: {key: record}, ...}, read by every process and written
+    under one lock (`lock()`: a file beside the runs, out of docs/), sorted and atomically.
+    `sections`: the sections a reader always finds (empty when absent); a section the file did not
+    have and that is still empty is not written, so reading and writing back changes no byte."""
+
+    def __init__(self, path: Path, lock: Callable[[], Path], sections: tuple[str, ...] = ()):
+        self.path, self.lock, self.sections = Path(path), lock, tuple(sections)
+
+    def read(self) -> dict:
+        data = json.loads(self.path.read_text()) if self.path.exists() else {}
+        for k in self.sections:
+            data.setdefault(k, {})
+        return data
+
+    @contextmanager
+    def edit(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.lock(), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            had = set(json.loads(self.path.read_text())) if self.path.exists() else set()
+            data = self.read()
+            yield data
+            for k in self.sections:
+                if k not in had and data.get(k) == {}:
+                    del data[k]
+            atomic_write(self.path, json.dumps(data, indent=0, sort_keys=True).encode())
+
+
+def claim(lock: Path, claims: Path, job: list) -> bool:
+    """True for the first worker that asks for `job` (under `lock`): workers take the next
+    unclaimed job of one shared list, so the long ones do not pile up on one process."""
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        taken = json.loads(claims.read_text()) if claims.exists() else []
+        if job in taken:
+            return False
+        atomic_write(claims, json.dumps(taken + [job]).encode())
+        return True
+
+
+def in_claiming_workers(module: str, jobs: list, workers: int, claims: Path, argv: list[str]) -> None:
+    """Run `jobs` in `workers` processes of `module` (`bench.common.in_processes`), each handed
+    the whole list, `--claims` and `argv`: each worker runs the jobs it claims (`claimed`)."""
+    claims.parent.mkdir(parents=True, exist_ok=True)
+    in_processes(module, [[list(j) for j in jobs]] * workers, workers,
+                 lambda w, mine: ["--worker", "--jobs", json.dumps(mine[0]), "--claims", str(claims), *argv])
+
+
+def claimed(jobs: list, lock: Path, claims: Path | None):
+    """The jobs of `jobs` this worker claims first (every one when `claims` is None)."""
+    for job in jobs:
+        if claims is None or claim(lock, claims, list(job)):
+            yield job
+
+
+@dataclass(frozen=True)
+class Gate:
+    """`method`'s val score on `domain` at `lengths` must reach `threshold`. `retries`: the
+    registered changes tried in turn while seed 0 does not; `fallback`: what runs when every try
+    failed (None: the last try, reported as failing the gate). A study may read one gate on seed 0
+    (with its retries) or on every seed (`gate_by_seed`: a failing seed is excluded)."""
+
+    name: str
+    method: str
+    domain: str
+    lengths: tuple
+    threshold: float
+    retries: tuple = ()            # each {method key: field overrides (settings merged)}
+    fallback: dict | None = None   # {method key: overrides, or a new method's fields}
+
+
+def gate_by_seed(values: dict, threshold: float) -> dict:
+    """{seed: passed} of {seed: {length: value}}: a seed passes when every length reaches the threshold."""
+    return {s: all(v >= threshold for v in by.values()) for s, by in sorted(values.items())}
+
+
+def gate_lines(gate: Gate, values: dict) -> list[str]:
+    """One line per seed of {seed: {length: value}}: the gate's value at every length, passed or not."""
+    ok = gate_by_seed(values, gate.threshold)
+    return [f"gate {gate.name} seed {s}: " + ", ".join(f"L{L} {v:.2f}" for L, v in by.items())
+            + (" passes" if ok[s] else " FAILS: excluded from the tests") for s, by in sorted(values.items())]
+
+
+def seed_row(head: list[str], values: dict, seeds: list, digits: int = 3) -> str:
+    """A table row of per-seed values: the `head` cells, then {seed: value} at each of `seeds`
+    (blank where a seed has none or NaN)."""
+    return "| " + " | ".join(head) + " | " + " | ".join(
+        f"{values[x]:.{digits}f}" if x in values and values[x] == values[x] else "" for x in seeds) + " |"
+
+
+def seed_header(head: list[str], seeds: list) -> list[str]:
+    return ["| " + " | ".join(head) + " | " + " | ".join(f"seed {x}" for x in seeds) + " |",
+            "|" + " --- |" * (len(head) + len(seeds))]
+
+
+def stuck_rows(label: str, stuck: dict, steps: tuple, domain: str) -> list[str]:
+    """Rows of the stuck detector per seed: {seed: record["stuck"]} -> at each step the share (its
+    mean over the window ending there) and the off-support mass; '-' where the run has no such step."""
+    out = []
+    for seed, by in sorted(stuck.items()):
+        at = (by or {}).get(domain, {})
+        last = max((int(k) for k in at), default=None)
+        cells = []
+        for st in (*steps, last):
+            r = at.get(str(st)) if st is not None else None
+            if r is None or r.get("share") is None:
+                cells.append("-")
+                continue
+            window = f" ({r['share_window']:.3f})" if r.get("share_window") is not None else ""
+            off = f"; off {r['off_support']:.3f}" if r.get("off_support") is not None else ""
+            cells.append(f"{r['share']:.3f}{window}{off}")
+        out.append(f"| {label} | {seed} | " + " | ".join(cells) + f" | {last if last is not None else '-'} |")
+    return out
+
+
+def decide(p: dict, above: float | None = None, below: float | None = None, p_adj: float | None = None) -> str:
+    """'supported' / 'refuted' / 'not resolved' by a registered rule: supported iff the interval
+    lies above `above` (or below `below`). With `p_adj` (the Holm-adjusted p of the comparison
+    against that threshold, over the study's family: `family`'s p_holm) the side is read only when
+    p_adj is below 0.05; otherwise "not resolved", with the differences the interval still allows."""
+    if p["n"] < 2 or math.isnan(p["half"]):
+        return "not resolved (fewer than 2 seeds)"
+    allows = f"not resolved: the interval allows differences from {p['lo']:+.3f} to {p['hi']:+.3f}"
+    if above is not None:
+        v = "supported" if p["lo"] > above else "refuted" if p["hi"] < above else allows
+    else:
+        v = "supported" if p["hi"] < below else "refuted" if p["lo"] > below else allows
+    if p_adj is not None and not p_adj < 0.05 and not v.startswith("not resolved"):
+        return f"{allows} after Holm (p (Holm) {p_adj:.3f}; uncorrected: {v})"
+    return v
+
+
+def interval(p: dict) -> str:
+    """'+0.060 ± 0.240 [-0.180, +0.300] (n = 3)': a paired difference with its interval and seeds."""
+    if p["n"] == 0:
+        return "-"
+    text = stats.interval_text(p)
+    return text + (f" [{p['lo']:+.3f}, {p['hi']:+.3f}]" if not math.isnan(p["half"]) else "") + f" (n = {p['n']})"
+
+
+class StoreEvals:
+    """`Evals`' contract (get, refresh) on a section of a `Store`: each (name, split, n) scored once
+    by `score(bank, name, split, n) -> {domain: {str(L): value}}` (a study's own measure) and kept
+    under "<prefix>|<name>|<split>|<n>", so a resumed choice evaluates nothing twice. `refused`:
+    {adapter: the trainer's message} of runs a study scores as it registered (e.g. 0 everywhere),
+    which `score` reads; a refused run is never cached."""
+
+    def __init__(self, store: Store, section: str, prefix: str):
+        self.store, self.section, self.prefix, self.refused = store, section, prefix, {}
+
+    def refresh(self) -> None:
+        pass
+
+    def score(self, bank, name: str, split: str, n: int) -> dict:
+        raise NotImplementedError
+
+    def get(self, bank, name: str, split: str, n: int) -> dict:
+        key = f"{self.prefix}|{name}|{split}|{n}"
+        cached = None if name in self.refused else self.store.read()[self.section].get(key)
+        if cached is None:
+            cached = self.score(bank, name, split, n)
+            if name not in self.refused:
+                with self.store.edit() as data:
+                    data[self.section][key] = cached
+        return {d: {int(L): v for L, v in by.items()} for d, by in cached.items()}
+
+
+class DecisionRows(list):
+    """A comparison table's rows: `add(name, paired, rule, verdict)` appends one (the difference as
+    `interval`) and returns the verdict; HEAD is the table's header."""
+
+    HEAD = ("| comparison | difference | rule | decision |", "| --- | --- | --- | --- |")
+
+    def add(self, name: str, p: dict, rule: str, verdict: str) -> str:
+        self.append(f"| {name} | {interval(p)} | {rule} | {verdict} |")
+        return verdict
