@@ -639,7 +639,7 @@ def logged_at(run, prefix: str, steps: tuple = regimes.STUCK_STEPS) -> dict:
 def summarise_cures(declared: study.Study, plan: Plan, T: int):
     """The sweep's report of a T (its rows, grids, choices, teachers and their sha256), each row with
     the stuck share and the off-support mass at steps 50, 100, 300 and the last (descriptive)."""
-    base = summarise(declared, plan, T)
+    base = matched_report(declared, plan, T)
 
     def report(bench, state: study.State) -> dict:
         rep = base(bench, state)
@@ -657,7 +657,7 @@ def cures_decisions(block: dict) -> dict:
     only when p (Holm) < 0.05, then supported iff the interval lies above 0, refuted iff below;
     otherwise not resolved with the differences the interval allows; nothing is called equal)}."""
     rows = block["rows"]
-    comp = {k: study.paired(rows, k, "mopd_kl") for k in CURE_FIELDS if k in rows and "mopd_kl" in rows}
+    comp = {k: study.paired_rows(rows, k, "mopd_kl") for k in CURE_FIELDS if k in rows and "mopd_kl" in rows}
     return {k: {**f, "decision": regimes.decide(f, above=0.0, p_adj=f["p_holm"])} for k, f in study.family(comp).items()}
 
 
@@ -740,7 +740,7 @@ def cures_markdown(by_T: dict, T) -> list[str]:
                    f"{f['hi']:+.3f}] (n = {f['n']}) | {study.seeds_text(diffs(k))} | {f['p']:.3f} | "
                    f"{f['p_holm']:.3f} | supported iff above 0; refuted iff below 0 | {f['decision']} |")
     if recorded:
-        r = study.paired({"here": rows["mopd_kl"], "recorded": recorded}, "here", "recorded")
+        r = study.paired_rows({"here": rows["mopd_kl"], "recorded": recorded}, "here", "recorded")
         same = block.get("teacher_sha256") and block.get("teacher_sha256") == by_T.get("teacher_sha256")
         out += ["", f"Descriptive, outside the family: exact KL here minus the sweep's recorded exact KL, "
                 f"{stats.interval_text(r)} (n = {r['n']}; the same method, grid and seeds, "
