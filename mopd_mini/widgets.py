@@ -152,6 +152,8 @@ class Picker:
                 self.controls[name].value = v
             self.update()
 
+        if self.warming is not None:   # time a picker at rest, not while it draws in the background
+            self.warming.join()
         data = {i: self.lookup(**{**self.values(), **s}) for i, s in enumerate(settings)}
         lookup = median_ms(lambda s: self.lookup(**{**self.values(), **s}))
         draw = median_ms(lambda s: png(self.draw(data[settings.index(s)]), self.dpi))
