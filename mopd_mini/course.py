@@ -35,6 +35,9 @@ except ImportError as err:  # pragma: no cover
     raise SystemExit(f"running the notebooks needs the notebooks extra ({err.name} is missing): "
                      "pip install -e '.[notebooks]'") from err
 
+NOTEBOOK_GLOB = "[0-9][0-9]*_*.ipynb"
+"""the numbered notebooks, in course order: 01_factworld ... 05_baselines, 05b_evidence, 06_ablations ..."""
+
 CELL_TIMEOUT = 1200
 """seconds one cell may run before a headless run fails naming it (nbclient's per-cell timeout): a
 backstop for a cell that computes forever, since a kernel that stops answering is caught sooner
@@ -215,11 +218,11 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.fast:
         os.environ["MOPD_FAST"] = "1"  # inherited by the kernels
-    books = sorted(Path(args.notebooks).glob("[0-9][0-9]_*.ipynb"))
+    books = sorted(Path(args.notebooks).glob(NOTEBOOK_GLOB))
     if args.only:
         books = [b for b in books if any(b.name.startswith(o) for o in args.only)]
     if not books:
-        raise SystemExit(f"no notebooks matching [0-9][0-9]_*.ipynb in {args.notebooks}")
+        raise SystemExit(f"no notebooks matching {NOTEBOOK_GLOB} in {args.notebooks}")
     times, slowest = {}, {}
     for book in books:
         print(f"running {book.name} ...", flush=True)

@@ -4,7 +4,7 @@ Every numbered notebook opens with a badge in its first markdown cell and with S
 first code cell. The cell must run where mopd_mini is NOT installed yet, so it is plain code that
 imports nothing from the package; its one copy is here, and
 
-    python -m mopd_mini.hosted notebooks/[0-9][0-9]_*.ipynb
+    python -m mopd_mini.hosted notebooks/[0-9][0-9]*_*.ipynb
 
 writes it (and the badge) into notebooks, replacing an older copy; tests/test_hosted.py checks
 that every numbered notebook holds exactly this text and runs the cell with pip mocked.

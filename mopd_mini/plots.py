@@ -179,7 +179,10 @@ def step_maps(view: dict, domains=("binding", "recall")):
     fixed over every tracked step."""
     rows, step = view["rows"], view["step"]
     width = max(len(r["tokens"]) for r in rows)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(2 * (1.3 * width + 3.5), 0.42 * len(rows) + 1.6))
+    from matplotlib.figure import Figure   # off pyplot: the slider draws its steps in a background thread
+
+    fig = Figure(figsize=(2 * (1.3 * width + 3.5), 0.42 * len(rows) + 1.6))
+    a, b = fig.subplots(1, 2)
     token_heatmap(rows, "kl", domains=domains, vmax=view["kl_max"], ax=a, title=f"per-token reverse KL, step {step}",
                   label="exact reverse KL, nats (scale fixed over all steps)")
     token_heatmap(rows, "advantage_raw", domains=domains, vmax=view["advantage_max"], ax=b,

@@ -71,6 +71,9 @@ from mopd_mini.models import TINY_DIR
 assert site in TINY_DIR.resolve().parents
 shipped = sorted(p.name for p in TINY_DIR.iterdir())
 print("package data shipped:", ", ".join(shipped))
+from mopd_mini import evidence, lab   # the widgets' data: the loss lab's grid and the studies' view (05b-07)
+assert site in evidence.VIEW_PATH.resolve().parents and site in lab.GRID_PATH.resolve().parents
+assert evidence.matched_pick(evidence.load_view(), 400, "mopd_pg")["picked"]["n"] and lab.load_grid()["cells"]
 start = time.time()
 model, tokenizer = load_base("tiny", device="cpu")
 print(f"tiny base: {sum(p.numel() for p in model.parameters()):,} parameters, vocabulary {len(tokenizer)}")

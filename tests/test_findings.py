@@ -17,14 +17,14 @@ def test_every_marked_finding_of_the_committed_pages_agrees_with_its_json():
 def test_the_headline_and_the_rewritten_summaries_are_marked():
     marked = findings.marked()
     assert "matched/headline" in marked["README.md"]
-    for page in ("README.md", "docs/instructor.md", "notebooks/05_baselines.ipynb"):
+    for page in ("README.md", "docs/instructor.md", "notebooks/05b_evidence.ipynb"):
         assert {"matched/T400/mopd_pg-mixrl", "matched/T400/mopd_kl-rft", "matched/T200/mopd_kl-mixrl",
                 "matched/T200/H3/rft", "matched/H4/mopd_kl"} <= set(marked[page]), page
     assert {"regimes/2/H2.1@5", "regimes/2/H2.2@5", "regimes/2/H2.3@5", "regimes/2/H2.1", "regimes/1b/H1.2",
             "regimes/2/kl/kl/300/3"} <= set(marked["notebooks/07_regimes.ipynb"])
     for page in ("notebooks/06_ablations.ipynb", "docs/ablations.md", "docs/instructor.md"):
         assert {"ablations/origin/pg", "ablations/rounds/control", "ablations/own/recall"} <= set(marked[page]), page
-    assert {"baselines/ranking", "baselines/mixrl-mopd_kl"} <= set(marked["notebooks/05_baselines.ipynb"])
+    assert {"baselines/ranking", "baselines/mixrl-mopd_kl"} <= set(marked["notebooks/05b_evidence.ipynb"])
 
 
 # Numbers a summary may carry that are not this course's results, each with why. Everything else
@@ -44,7 +44,7 @@ ALLOW = {
         "1.03": "FactWorld's Qwen3-1.7B run, reported by that experiment, cited",
         "0.94": "the paper's reported score, cited",
     },
-    "notebooks/05_baselines.ipynb": {
+    "notebooks/05b_evidence.ipynb": {
         "1.5": "a design ratio: Mix-RL's 300 RL steps per domain against the teachers' 200",
     },
     "notebooks/06_ablations.ipynb": {
@@ -153,8 +153,8 @@ def test_a_changed_ablations_or_baselines_value_fails_the_check(tmp_path):
     bad = findings.check(data_dir=data)
     for page in ("README.md", "docs/ablations.md", "notebooks/06_ablations.ipynb", "docs/instructor.md"):
         assert any(b.startswith(f"{page}: ablations/own/recall") for b in bad), page
-    assert any(b.startswith("notebooks/05_baselines.ipynb: baselines/ranking") for b in bad)
-    assert any(b.startswith("notebooks/05_baselines.ipynb: baselines/mixrl-mopd_kl") for b in bad)
+    assert any(b.startswith("notebooks/05b_evidence.ipynb: baselines/ranking") for b in bad)
+    assert any(b.startswith("notebooks/05b_evidence.ipynb: baselines/mixrl-mopd_kl") for b in bad)
 
 
 def test_a_hand_written_finding_sentence_is_caught(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 GLOSSARY = ROOT / "docs" / "glossary.md"
-TERMS_CELLS = ["05_baselines", "06_ablations", "07_regimes", "08_stuck"]
+TERMS_CELLS = ["05_baselines", "05b_evidence", "06_ablations", "07_regimes", "08_stuck"]
 
 
 def plain(term: str) -> str:

@@ -13,7 +13,7 @@ import pytest
 
 from mopd_mini import hosted
 
-NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
 
 
 def cells(path):

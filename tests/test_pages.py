@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
 STEMS = [p.stem for p in NOTEBOOKS]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NOT_YET = re.compile(r"\bplanned\b|\bnot (?:yet )?written\b|\bnot written yet\b", re.IGNORECASE)
@@ -62,7 +62,7 @@ def test_no_page_calls_an_existing_notebook_planned(page):
 
 # --- the times ---------------------------------------------------------------------------------
 
-STEM = re.compile(r"\b(\d\d_[a-z0-9_]+)\b")
+STEM = re.compile(r"\b(\d\d[a-z]?_[a-z0-9_]+)\b")
 WORDS = "zero one two three four five six seven eight nine ten eleven twelve".split()
 
 

@@ -55,11 +55,28 @@ def test_answer_kl_splits_the_first_token_from_the_rest():
     assert kl[10]["recall"][0] == pytest.approx(0.25) and kl[10]["recall"][0] < kl[1]["recall"][0]
 
 
-def test_the_step_slider_offers_the_tracked_steps(monkeypatch):
-    monkeypatch.setattr(widgets.plt, "show", lambda *a, **k: None)
+def test_the_step_slider_offers_the_tracked_steps_and_draws_each_once():
     slider = widgets.trace_slider(fake_trace((1, 10, 25)))
-    step = next(w for w in slider.widget.children if getattr(w, "description", "") == "step")
+    step = slider.controls["step"]
     assert list(step.options) == [1, 10, 25] and step.value == 1
+    slider.warming.join()                                     # every step drawn in the background
+    assert set(slider.cache) == {(("step", s),) for s in (1, 10, 25)}
+    first = slider.image.value
+    step.value = 25
+    assert slider.image.value == slider.cache[(("step", 25),)][0] != first
+    assert slider.show(step=10)["step"] == 10
+
+
+def test_a_picker_redraws_a_setting_it_has_seen_from_its_cache(monkeypatch):
+    """The second visit of a setting does not draw: the cached PNG is shown."""
+    draws = []
+    picker = widgets.Picker({"x": widgets.Dropdown(options=[1, 2], value=1)}, lambda x: x,
+                            lambda x: draws.append(x) or widgets.Figure(figsize=(1, 1)))
+    picker.controls["x"].value = 2
+    picker.controls["x"].value = 1
+    assert draws == [1, 2] and bytes(picker.image.value).startswith(b"\x89PNG")
+    t = picker.timings([{"x": 1}, {"x": 2}], repeats=4)
+    assert set(t) == {"lookup ms", "draw ms", "redraw ms"} and t["redraw ms"] < t["draw ms"] + 50
 
 
 # ---------------------------------------------------------------------------------------------
@@ -146,7 +163,7 @@ def test_the_loss_lab_answers_from_the_grid_without_training(monkeypatch, teache
     monkeypatch.setattr(lab, "short_run", lambda *a, **k: pytest.fail("a grid lookup trained a run"))
     box = widgets.loss_lab(teacher_bank, {}, steps=2, grid=fake_grid())
     clip = next(w for row in box.children[:2] for w in row.children if w.description == "clip c")
-    note = box.children[2].children[1]
+    note = box.note
     clip.value = 0.5
     assert "grid · pg c=0.5" in note.value
     clip.value = widgets.NO_CLIP
