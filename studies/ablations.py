@@ -2,9 +2,9 @@
 MOPD, and UCMOPD vs plain MOPD. Rewrites docs/ablations.md, docs/ablations.json and the figures
 docs/figures/ablation_*.png.
 
-    python -m bench.ablations --workers 2                  # everything, seeds 0 1 2
-    python -m bench.ablations --seeds 0 --studies origin   # a part
-    python -m bench.ablations --quick --no-write           # a smoke test of every code path (seconds)
+    python -m studies.ablations --workers 2                  # everything, seeds 0 1 2
+    python -m studies.ablations --seeds 0 --studies origin   # a part
+    python -m studies.ablations --quick --no-write           # a smoke test of every code path (seconds)
 
 The studies are the functions of `mopd_mini.ablations` (notebook 06 runs them for one seed);
 runs live in runs/ablations/ (the other base's teacher in runs/ablations/other_strong/), so a
@@ -34,7 +34,7 @@ from mopd_mini.adapters import atomic_write  # noqa: E402
 
 from mopd_mini import stats  # noqa: E402
 
-from .common import command, in_processes, machine_line  # noqa: E402
+from tools.provenance import command, in_processes, machine_line  # noqa: E402
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 STUDIES = ("origin", "rounds", "ucmopd", "control", "ucmopd_own")
@@ -115,7 +115,7 @@ def in_workers(args) -> None:
     for jobs in (normal, [list(j) for j in plan(args)]):
         if not jobs:
             continue
-        in_processes("bench.ablations", jobs, args.workers,
+        in_processes("studies.ablations", jobs, args.workers,
                      lambda w, mine: [*args.argv, "--no-write", "--worker-jobs", json.dumps(mine)])
 
 
