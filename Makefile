@@ -61,22 +61,22 @@ check-package: install
 VERL_VENV ?= .venv-verl
 VERL_STAMP := $(VERL_VENV)/.installed
 
-$(VERL_STAMP): bench/verl-requirements.txt
+$(VERL_STAMP): tools/verl-requirements.txt
 	@[ -x "$(VERL_VENV)/bin/python" ] || python3 -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/pip install -q --no-deps verl==0.9.1
-	$(VERL_VENV)/bin/pip install -q -r bench/verl-requirements.txt
+	$(VERL_VENV)/bin/pip install -q -r tools/verl-requirements.txt
 	@touch $@
 
 check-verl: install $(VERL_STAMP)
-	$(PY) -m bench.verl_export_tiny --out build/verl_export --work build/verl_tiny_run
-	$(VERL_VENV)/bin/python bench/check_verl.py build/verl_export
+	$(PY) -m tools.verl_export_tiny --out build/verl_export --work build/verl_tiny_run
+	$(VERL_VENV)/bin/python tools/check_verl.py build/verl_export
 
 # The stage-1 pretraining of the shipped tiny base (about 3 CPU minutes; the course never needs it).
 pretrain: install
 	$(PY) -m mopd_mini.pretrain
 
 bench: install
-	$(PY) -m bench.run_all
+	$(PY) -m tools.run_all
 
 clean:
 	rm -rf build runs notebooks/runs .pytest_cache

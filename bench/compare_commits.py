@@ -7,7 +7,7 @@ alternated, with the figures you name pulled out of each run's output.
 
 What runs where: the command runs twice per repeat (base then head, then head then base, ...), each
 time in a fresh process whose working directory and PYTHONPATH are one of the two trees. By default
-the base tree gets THIS tree's bench/ copied over its own (`--base-bench` keeps the base's), so the
+the base tree gets THIS tree's bench/ and tools/ copied over its own (`--base-bench` keeps the base's), so the
 measuring script is the same and only the library (mopd_mini/, factworld/) differs. The library's
 logic therefore lives in one place, its history: nothing of the old code is copied into bench/.
 
@@ -84,9 +84,10 @@ def compare(base: str, command: list[str], metrics: list, repeats: int = 3, base
         git("worktree", "add", "--detach", str(head_tree), git("rev-parse", "--verify", f"{head}^{{commit}}"))
     try:
         for t in {tree, head_tree} - {ROOT}:
-            if not base_bench:  # the same measuring script on both sides
-                shutil.rmtree(t / "bench", ignore_errors=True)
-                shutil.copytree(ROOT / "bench", t / "bench", ignore=shutil.ignore_patterns("__pycache__"))
+            if not base_bench:  # the same measuring script on both sides (bench/ and the tools/ it imports)
+                for folder in ("bench", "tools"):
+                    shutil.rmtree(t / folder, ignore_errors=True)
+                    shutil.copytree(ROOT / folder, t / folder, ignore=shutil.ignore_patterns("__pycache__"))
         values = {"base": {n: [] for n, _ in metrics}, "head": {n: [] for n, _ in metrics}}
         load = [os.getloadavg()]
         for rep in range(repeats):

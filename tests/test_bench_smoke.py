@@ -37,7 +37,7 @@ def test_bench_script_runs(name, monkeypatch, tmp_path):
 
 
 def test_run_all_lists_every_script():
-    run_all = importlib.import_module("bench.run_all")
+    run_all = importlib.import_module("tools.run_all")
     assert {m.__name__.split(".")[-1] for m, _ in run_all.BENCHMARKS.values()} == set(SCRIPTS)
 
 
@@ -75,12 +75,12 @@ def test_compare_commits_runs_a_command_on_both_trees(capsys):
 
 
 def test_baselines_protocol_runs_and_writes_its_page(monkeypatch, tmp_path):
-    """bench.baselines at its quick size (every method, the val grid, two seeds; seconds of
+    """studies.baselines at its quick size (every method, the val grid, two seeds; seconds of
     training): the page, the JSON and the five figures land where asked; a re-run reloads."""
     monkeypatch.delenv("MOPD_FAST", raising=False)
     runs = importlib.import_module("mopd_mini.runs")
     monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "runs")
-    baselines = importlib.import_module("bench.baselines")
+    baselines = importlib.import_module("studies.baselines")
     out = tmp_path / "docs"
     rep = baselines.main(["--quick", "--quiet", "--seeds", "0", "1", "--out", str(out)])
     assert set(rep["rows"]) == set(baselines.TRAINED) | {f"merge_{h}" for h in baselines.MERGES} | {"merge_best"}
@@ -100,10 +100,10 @@ def test_baselines_protocol_runs_and_writes_its_page(monkeypatch, tmp_path):
 
 
 def test_ablations_quick(monkeypatch, tmp_path):
-    """bench.ablations --quick runs every study's code path (3 steps per run, in memory) and
+    """studies.ablations --quick runs every study's code path (3 steps per run, in memory) and
     writes nothing; its summary has every study."""
     monkeypatch.delenv("MOPD_FAST", raising=False)
-    ablations = importlib.import_module("bench.ablations")
+    ablations = importlib.import_module("studies.ablations")
     monkeypatch.setattr(ablations, "DOCS", tmp_path)
     results, summary = ablations.main(["--quick", "--no-write"])
     assert not any(tmp_path.iterdir())
@@ -114,9 +114,9 @@ def test_ablations_quick(monkeypatch, tmp_path):
 
 
 def test_ablations_page_renders_from_the_saved_json(capsys):
-    """bench.ablations --render: the committed docs/ablations.json gives its page again, with the
+    """studies.ablations --render: the committed docs/ablations.json gives its page again, with the
     paired per-seed intervals (nothing trained, nothing written)."""
-    ablations = importlib.import_module("bench.ablations")
+    ablations = importlib.import_module("studies.ablations")
     root = Path(__file__).parents[1]
     _, summary = ablations.render(root / "docs" / "ablations.json", write=False)
     text = capsys.readouterr().out
@@ -128,9 +128,9 @@ def test_ablations_page_renders_from_the_saved_json(capsys):
 
 
 def test_study_evals_merge_the_workers_files(tmp_path):
-    """bench.study's workers (bench.baselines --workers): each worker writes evals-w<i>.json beside evals.json; the main
+    """studies.study's workers (studies.baselines --workers): each worker writes evals-w<i>.json beside evals.json; the main
     process reads them all (its own file last), and writes only its own."""
-    study = importlib.import_module("bench.study")
+    study = importlib.import_module("studies.study")
     (tmp_path / "evals-w0.json").write_text(json.dumps({"a|test|5": {"binding": {"16": 0.5}}}))
     (tmp_path / "evals-w1.json").write_text(json.dumps({"b|test|5": {"binding": {"16": 0.25}}}))
     (tmp_path / "evals.json").write_text(json.dumps({"b|test|5": {"binding": {"16": 0.75}}}))
@@ -145,14 +145,14 @@ def test_study_evals_merge_the_workers_files(tmp_path):
 
 
 def test_matched_sweep_quick_writes_resumes_and_keeps_the_preregistration(monkeypatch, tmp_path):
-    """bench.matched --quick (one teacher budget, two seeds; seconds): every method at that T, the
+    """studies.matched --quick (one teacher budget, two seeds; seconds): every method at that T, the
     lift and the normalised score, pipeline FLOPs with the teachers each method needs, a grid
     extended past its edge, the JSON and figure written, the pre-registration above the results
     kept; a re-run reloads every run (the same numbers); --render gives the same section again."""
     monkeypatch.delenv("MOPD_FAST", raising=False)
     runs = importlib.import_module("mopd_mini.runs")
     monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "runs")
-    matched = importlib.import_module("bench.matched")
+    matched = importlib.import_module("studies.matched")
     out = tmp_path / "docs"
     out.mkdir()
     (out / "matched.md").write_text("# Matched\n\n## Pre-registration\n\nH1 stated before the run.\n")
@@ -183,7 +183,7 @@ def test_matched_decisions_apply_the_registered_rules_across_T():
     """docs/matched.md's rules on made-up rows: H2 needs both T = 100 and 400 resolved with
     opposite signs, H1' needs every MOPD form resolved behind Mix-RL at every T, and each T's
     section names the command that wrote it (an older section: the report's)."""
-    matched = importlib.import_module("bench.matched")
+    matched = importlib.import_module("studies.matched")
     def by_T(gap, spread=0.001):
         lift = lambda x: {"lift": {"mean": x}, "reach": None}  # noqa: E731
         rows = {m: {s: lift(0.3 + (gap if m == "mopd_kl" else 0.0) + spread * s) for s in range(3)}
@@ -207,7 +207,7 @@ def test_matched_cost_ratio_and_edge_marks():
     reach the target, with the t-interval of the log ratio; a chosen rate at the end of the rates
     tried (the other keys held) is marked, one inside them is not."""
     import math
-    matched = importlib.import_module("bench.matched")
+    matched = importlib.import_module("studies.matched")
     rows = {"a": {0: {"reach": {"flops": 2.0}}, 1: {"reach": {"flops": 8.0}}, 2: {"reach": None}},
             "b": {0: {"reach": {"flops": 1.0}}, 1: {"reach": {"flops": 2.0}}, 2: {"reach": {"flops": 1.0}}}}
     r = matched.cost_ratio(rows, "a", "b")
@@ -224,14 +224,14 @@ def test_matched_cost_ratio_and_edge_marks():
 
 
 def test_regimes_quick_runs_resumes_and_renders(monkeypatch, tmp_path):
-    """bench.regimes --quick (arm 2, two seeds; arm 1, one seed; a few steps of every method): the
+    """studies.regimes --quick (arm 2, two seeds; arm 1, one seed; a few steps of every method): the
     gate and its retries, every method, docs/regimes.json keyed by (arm, method, seed), the page's
     Results section and the figures; a re-run trains nothing; without runs/ a missing record
     whose teacher is gone schedules that teacher first."""
     monkeypatch.delenv("MOPD_FAST", raising=False)
     runs = importlib.import_module("mopd_mini.runs")
     monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "runs")
-    regimes = importlib.import_module("bench.regimes")
+    regimes = importlib.import_module("studies.regimes")
     out = tmp_path / "docs"
     data = regimes.main(["--quick", "--quiet", "--arm", "2", "--seeds", "0", "1", "--out", str(out)])
     methods = regimes.methods_for(regimes.ARM2, len(data["gates"]["2"]["tries"]) - 1)
@@ -271,7 +271,7 @@ def test_regimes_quick_runs_resumes_and_renders(monkeypatch, tmp_path):
 def test_regimes_table_applies_the_registered_gates():
     """The gates' retries and fall-back are the registered ones, and whatever reads a changed
     adapter becomes another run (another adapter name); the decision rules are the page's."""
-    regimes = importlib.import_module("bench.regimes")
+    regimes = importlib.import_module("studies.regimes")
     m = regimes.methods_for(regimes.ARM2, 1)
     assert m["sft_teacher"].settings["steps"] == 400 and m["sft_teacher"].settings["prompts_per_domain"] == 3200
     assert m["mopd_kl"].name == "mopd_kl_g1" and m["grpo"].name == "grpo" and m["sft_gold"].name == "sft_gold"
@@ -293,7 +293,7 @@ def test_regimes_table_applies_the_registered_gates():
 def test_a_results_header_mentioned_in_a_sentence_does_not_cut_the_page():
     """The benches rewrite a page below its "## Results" line only: the pre-registration above may
     mention the header in a sentence (docs/matched.md does), and must come back whole."""
-    common = importlib.import_module("bench.common")
+    common = importlib.import_module("tools.provenance")
     page = "# Study\n\nWhen it runs, it appends a `## Results` section.\n\n## Why\n\ntext\n\n## Results\n\nold\n"
     assert common.above_header(page, "## Results") == page.split("\n## Results\n")[0] + "\n"
     assert "## Why" in common.above_header(page, "## Results")
@@ -304,7 +304,7 @@ def test_a_results_header_mentioned_in_a_sentence_does_not_cut_the_page():
 
 def test_matched_each_T_names_the_machine_that_ran_it():
     """A resumed sweep on another machine must not relabel the sections it did not run."""
-    from bench import matched
+    from studies import matched
     rep = json.loads((Path(__file__).parents[1] / "docs" / "matched.json").read_text())
     for T, by_T in rep["by_T"].items():
         assert "machine" in by_T, f"T = {T} has no machine of its own"
@@ -322,15 +322,15 @@ def test_matched_each_T_names_the_machine_that_ran_it():
 
 
 def test_regimes_arm2b_and_memory_cures_quick_choose_on_val_record_stuck_and_resume(monkeypatch, tmp_path):
-    """bench.regimes --quick --arm 2b (one seed; the choice's tie-break trains seed 1) and
-    --arm memory-cures: every gridded method's setting chosen on val by bench/study.py's runner
+    """studies.regimes --quick --arm 2b (one seed; the choice's tie-break trains seed 1) and
+    --arm memory-cures: every gridded method's setting chosen on val by studies/study.py's runner
     and recorded, a record per (method, seed) at the chosen setting (its own adapter), the chain
     at arm 2b's depths 2-6 with the strict trace, the stuck share and the machine on every MOPD
     record, each seed's gate; a re-run chooses and trains nothing; `--arm 2` is untouched."""
     monkeypatch.delenv("MOPD_FAST", raising=False)
     runs = importlib.import_module("mopd_mini.runs")
     monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "runs")
-    regimes = importlib.import_module("bench.regimes")
+    regimes = importlib.import_module("studies.regimes")
     out = tmp_path / "docs"
     data = regimes.main(["--quick", "--quiet", "--arm", "2b", "--seeds", "0", "--out", str(out)])
     choice = data["choices"]["2b"]
@@ -365,7 +365,7 @@ def test_regimes_arm2b_declares_the_registered_protocol():
     every trained method on the one rate grid (jsd's with the stated betas), the students at 400
     steps, the four cures as valid MOPDConfig settings, the gate on every seed at every compared
     depth; memory-cures reads arm 1's memory teacher at its gate's 400 steps."""
-    regimes = importlib.import_module("bench.regimes")
+    regimes = importlib.import_module("studies.regimes")
     import mopd_mini as mm
     assert regimes.CHAIN_DEEP.train_lengths == (2, 3, 4, 5) and regimes.CHAIN_DEEP.held_out == (6,)
     assert regimes.CHAIN_DEEP.knobs["cycle"] == 7

@@ -248,7 +248,7 @@ def test_a_run_counted_by_older_code_says_so(tiny, monkeypatch, tmp_path):
     """A checkpoint written before the ledger was versioned (no "ledger" in it) reloads as ledger 0,
     and the baselines' Bench warns when its teachers are such runs: a study cannot mix their
     counters with today's without knowing."""
-    from bench import baselines
+    from studies import baselines
     monkeypatch.delenv("MOPD_FAST", raising=False)
     monkeypatch.setattr(runs, "RUNS_DIR", tmp_path)
     baselines.Bench(baselines.QUICK, "old", progress=False)
@@ -262,10 +262,10 @@ def test_a_run_counted_by_older_code_says_so(tiny, monkeypatch, tmp_path):
 
 
 def test_the_baselines_bench_reloads_its_teachers_counters(monkeypatch, tmp_path):
-    """bench.baselines' Bench trains its teachers once and every later Bench (another seed's run,
+    """studies.baselines' Bench trains its teachers once and every later Bench (another seed's run,
     a worker process, a re-run) reloads them: the reloaded teachers' counters equal the hand count
     of the training run, so every pipeline's teacher share is counted by the code that trained them."""
-    from bench import baselines, study
+    from studies import baselines, study
     from mopd_mini import grpo
     monkeypatch.delenv("MOPD_FAST", raising=False)
     monkeypatch.setattr(runs, "RUNS_DIR", tmp_path)

@@ -38,7 +38,7 @@ def test_score_error_is_the_binomial_error_of_the_mean_over_lengths():
 
 
 def fake_report():
-    """The shape of docs/baselines.json (bench.baselines.baselines_report), two methods, two seeds."""
+    """The shape of docs/baselines.json (studies.baselines.baselines_report), two methods, two seeds."""
     def row(b, r, flops):
         return {"all": {"binding": {"normalised": b}, "recall": {"normalised": r}, "mean": (b + r) / 2},
                 "stage": {"flops": flops}, "pipeline": {"flops": flops + 100.0}}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.verl_export_tiny import tiny_run
+from tools.verl_export_tiny import tiny_run
 from mopd_mini import AdapterBank, MOPDConfig, get_domains
 from mopd_mini.export import (MERGE_TOLERANCE, Layout, export_verl, hydra_value, main, probe_ids, read_run)
 from mopd_mini.rollout import chat_prompt
@@ -190,7 +190,7 @@ def test_verl_loads_the_export_and_rejects_broken_ones(exported, tmp_path):
     """verl 0.9.1's own loader, in its own venv: the export passes; the check's two broken exports
     (a domain without a teacher, a wrong loss name) and a hand-broken YAML are rejected by verl."""
     _, out, _ = exported
-    check = [str(VERL_PY), str(ROOT / "bench" / "check_verl.py")]
+    check = [str(VERL_PY), str(ROOT / "tools" / "check_verl.py")]
     done = subprocess.run(check + [str(out)], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASS: verl loads the export" in done.stdout

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.verl_export_tiny import tiny_run
+from tools.verl_export_tiny import tiny_run
 from mopd_mini import MOPDConfig, get_domains
 from mopd_mini import export
 from mopd_mini.adapters import BASE

@@ -1,11 +1,11 @@
-"""bench.findings: the finding sentences of the committed pages (README, the guide, the notebooks'
+"""tools.findings: the finding sentences of the committed pages (README, the guide, the notebooks'
 markdown, the docs) agree with the decisions they cite, rendered from the committed JSON; a
 changed JSON value, or a sentence written by hand, makes the check fail."""
 
 import json
 import shutil
 
-from bench import findings
+from tools import findings
 
 ROOT = findings.ROOT
 

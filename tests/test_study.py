@@ -1,4 +1,4 @@
-"""bench.study's decisions, on a fake study whose runs are numbers (no model, no training): the
+"""studies.study's decisions, on a fake study whose runs are numbers (no model, no training): the
 val grid picks the best mean normalised score; a best setting on the grid's edge is extended
 past it; a choice within one val SE is decided by a second seed; a Pick takes the better method;
 the test split is read once per method and seed, after every choice, and a run the choice
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench import study
+from studies import study
 
 VAL = {"a": {1: 0.50, 2: 0.60, 3: 0.70, 4: 0.65},        # best on the upper edge, then interior at 3
        "b": {1: 0.62, 2: 0.615}}                            # within one SE: seed 1 decides

@@ -1,7 +1,7 @@
-"""bench.teacher_headroom: the choice rule (cheapest config within the tolerance of the best lift)
+"""studies.teacher_headroom: the choice rule (cheapest config within the tolerance of the best lift)
 and the preset it hands to the baselines protocol."""
 
-from bench.teacher_headroom import BASELINE_TEACHER, baseline_teacher_config, choose
+from studies.teacher_headroom import BASELINE_TEACHER, baseline_teacher_config, choose
 from mopd_mini.runs import fast_or
 
 

@@ -2,9 +2,9 @@
 MOPD, and UCMOPD vs plain MOPD. Rewrites docs/ablations.md, docs/ablations.json and the figures
 docs/figures/ablation_*.png.
 
-    python -m bench.ablations --workers 2                  # everything, seeds 0 1 2
-    python -m bench.ablations --seeds 0 --studies origin   # a part
-    python -m bench.ablations --quick --no-write           # a smoke test of every code path (seconds)
+    python -m studies.ablations --workers 2                  # everything, seeds 0 1 2
+    python -m studies.ablations --seeds 0 --studies origin   # a part
+    python -m studies.ablations --quick --no-write           # a smoke test of every code path (seconds)
 
 The studies are the functions of `mopd_mini.ablations` (notebook 06 runs them for one seed),
 and this study's own arms (`round1_control`, `specialist`, `ucmopd_own`), declared over the one
@@ -37,7 +37,7 @@ from mopd_mini.adapters import atomic_write  # noqa: E402
 
 from mopd_mini import stats  # noqa: E402
 
-from .common import command, machine_line  # noqa: E402
+from tools.provenance import command, machine_line  # noqa: E402
 from .study import Evals, Method, Study, add_worker_args, in_workers, worker_main  # noqa: E402
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -146,7 +146,7 @@ def declare(args) -> Study:
         folder = mm.runs.RUNS_DIR / mm.runs.experiment_name(EXP)
         return SimpleNamespace(bank=bank, other=other, folder=folder, seconds=seconds)
 
-    return Study(module="bench.ablations", methods={part: Method(train_part(args, part)) for part in ("normal", *STUDIES)},
+    return Study(module="studies.ablations", methods={part: Method(train_part(args, part)) for part in ("normal", *STUDIES)},
                  setup=setup, argv=[*args.argv, "--no-write"])
 
 

@@ -1,8 +1,8 @@
-"""One runner for the studies that compare methods (bench.baselines, bench.matched): a study
+"""One runner for the studies that compare methods (studies.baselines, studies.matched): a study
 declares its methods (how to train one run at a (setting, seed)), a grid per method, the seeds,
 budgets, hypotheses and decision rule; the runner does the rest, the same way for every study.
 
-    study = Study(module="bench.baselines", methods={"mopd_pg": Method(train, grid=[{"lr": 1e-3}, ...]), ...},
+    study = Study(module="studies.baselines", methods={"mopd_pg": Method(train, grid=[{"lr": 1e-3}, ...]), ...},
                   setup=lambda progress: Bench(...), ...)
     report = run(study, seeds=[0, 1, 2], n=500, val_n=100, workers=2, summarise=..., write=...)
 
@@ -27,7 +27,7 @@ The protocol:
 A `Pick` is a method that is the best of other methods on val (the best merge type): its result
 is theirs, chosen once on val. Runs live in runs/ and reload (a killed run resumes, a re-run
 retrains nothing); evaluations are cached in the study's folder (`Evals`); `workers` > 1 trains
-each phase's jobs in that many processes of the study's own module (`bench.common.in_processes`,
+each phase's jobs in that many processes of the study's own module (`tools.provenance.in_processes`,
 see `worker_main`), which the main process then reloads; `write` is called after every seed, so a
 run stopped early leaves the seeds it finished. The statistics are `mopd_mini.stats`'s: sample
 std over seeds, paired per-seed t-intervals (`paired`), and over a study's family of
@@ -60,7 +60,7 @@ import mopd_mini as mm
 from mopd_mini import cost, stats
 from mopd_mini.adapters import atomic_write
 
-from .common import in_processes
+from tools.provenance import in_processes
 
 DOMAINS = ("binding", "recall")
 

@@ -1,14 +1,14 @@
 """The regime study of docs/regimes.md: one command per arm, as pre-registered.
 
-    python -m bench.regimes --arm 2 --seeds 0 1 2 --workers 2     # chain: GRPO, SFT teacher, MOPD, SFT, RFT
-    python -m bench.regimes --arm 1 --seeds 0 1 2 --workers 2     # conflict + memory: interference
-    python -m bench.regimes --estimate --arm 2                    # a few timed steps of each method: the time
-    python -m bench.regimes --render                              # the page and figures again, from the JSON
-    python -m bench.regimes --quick --arm 2 --out /tmp/r          # the smoke test: seconds, every code path
-    python -m bench.regimes --arm 2b --seeds 0 1 2 3 4 --workers 2  # arm 2 re-run: depths 2-5, the cures, rates on val
-    python -m bench.regimes --arm memory-cures --seeds 0 1 2      # the cures on arm 1's memory domain
-    python -m bench.regimes --teacher-depths                      # which chain depths the SFT teacher learns (seed 0)
-    python -m bench.regimes --timed-steps 100                     # one arm-2b seed of exact KL, timed (a fraction)
+    python -m studies.regimes --arm 2 --seeds 0 1 2 --workers 2     # chain: GRPO, SFT teacher, MOPD, SFT, RFT
+    python -m studies.regimes --arm 1 --seeds 0 1 2 --workers 2     # conflict + memory: interference
+    python -m studies.regimes --estimate --arm 2                    # a few timed steps of each method: the time
+    python -m studies.regimes --render                              # the page and figures again, from the JSON
+    python -m studies.regimes --quick --arm 2 --out /tmp/r          # the smoke test: seconds, every code path
+    python -m studies.regimes --arm 2b --seeds 0 1 2 3 4 --workers 2  # arm 2 re-run: depths 2-5, the cures, rates on val
+    python -m studies.regimes --arm memory-cures --seeds 0 1 2      # the cures on arm 1's memory domain
+    python -m studies.regimes --teacher-depths                      # which chain depths the SFT teacher learns (seed 0)
+    python -m studies.regimes --timed-steps 100                     # one arm-2b seed of exact KL, timed (a fraction)
 
 Every method is an existing trainer with the arm's domains and the registered budget (the table
 `ARMS`: train_teacher for GRPO and Mix-RL, train_student for MOPD, collect / train_offline for
@@ -26,7 +26,7 @@ when its adapter is missing). Runs live in runs/regimes/arm<a>/s<seed>/. The pag
 section and docs/figures/regimes_arm<a>_*.png are rewritten from the JSON after every arm.
 
 Arms 2b and memory-cures (the amendment of 2026-12-03) declare a grid per method (`Arm.grids`):
-each method's setting is chosen on val first by bench/study.py's runner (`choose_settings`), the
+each method's setting is chosen on val first by studies/study.py's runner (`choose_settings`), the
 choice kept in the JSON, then every seed trains at it; their gate is read on every seed
 (`Arm.gate_every_seed`), and arm 2b's chain is its own variant of the domain (`domain_variants`).
 Their section of the page (`cures_markdown`) is rendered once they have records: the choice, the
@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import fcntl
 import json
 import math
 import time
@@ -60,7 +59,7 @@ import torch  # noqa: E402
 
 import mopd_mini as mm  # noqa: E402
 from mopd_mini import cost, plots, runs, stats  # noqa: E402
-from mopd_mini.adapters import BASE, atomic_write  # noqa: E402
+from mopd_mini.adapters import BASE  # noqa: E402
 from mopd_mini import domains as domain_table  # noqa: E402
 from mopd_mini.domains import Domain, get_domains  # noqa: E402
 from mopd_mini.merge import merge  # noqa: E402
@@ -68,7 +67,7 @@ from mopd_mini.offline import OfflineConfig, collect, gold, train_offline  # noq
 from mopd_mini.regimes import starting_points  # noqa: E402
 
 from . import study  # noqa: E402
-from .common import above_header, command, in_processes, machine, machine_line  # noqa: E402
+from tools.provenance import above_header, command, machine, machine_line  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -114,7 +113,7 @@ class Arm:
     teacher_of: dict               # domain -> the method that is its teacher (normalised scores)
     variants: dict = field(default_factory=dict)   # {domain: Domain}: the arm's own lengths / knobs (domain_variants)
     grids: dict = field(default_factory=dict)
-    """{method key: [setting, ...]}: chosen on val by bench/study.py's runner (`choose_settings`); a
+    """{method key: [setting, ...]}: chosen on val by studies/study.py's runner (`choose_settings`); a
     method not named trains at its settings as registered"""
     gate_every_seed: study.Gate | None = None
     """a gate read on every seed at the chosen setting: a seed that fails it is excluded from the tests"""
@@ -204,8 +203,8 @@ def domain_variants(variants: dict):
 # ---------------------------------------------------------------------------------------------
 
 LR_GRID = (3e-4, 1e-3, 3e-3)
-"""every arm-2b and memory-cures method's learning-rate grid (bench.matched's LADDER around the presets'
-1e-3), bracketed past an edge by bench.matched.extend_lr"""
+"""every arm-2b and memory-cures method's learning-rate grid (studies.matched's LADDER around the presets'
+1e-3), bracketed past an edge by studies.matched.extend_lr"""
 JSD_BETAS = (0.1, 0.5, 0.9)
 """jsd's beta, chosen on val with its rate (TRL's convention: 0 the forward KL, 1 the reverse KL)"""
 STUCK_STEPS = (50, 100, 300)
@@ -494,7 +493,7 @@ def build(ctx: Context, bank, m: Recipe, seed: int, built: dict) -> dict:
 
 
 def merge_weight(ctx: Context, m: Recipe, bank, seed: int, built: dict) -> float:
-    """The merge's weight, chosen on val at seed 0 (the registered grid, bench.baselines' values)
+    """The merge's weight, chosen on val at seed 0 (the registered grid, studies.baselines' values)
     by the mean val accuracy over the arm's domains, once; recorded in the JSON for the other seeds."""
     key = f"{ctx.arm.number}|{m.key}|{m.name}"
     chosen = ctx.store.read()["merges"].get(key)
@@ -628,7 +627,7 @@ class ArmEvals(study.StoreEvals):
 
 @dataclass
 class ChoiceCtx:
-    """What bench/study.py's `choose` hands every method's train (its `setup`'s ctx)."""
+    """What studies/study.py's `choose` hands every method's train (its `setup`'s ctx)."""
 
     bank: object
     methods: dict
@@ -644,8 +643,8 @@ def quick_grid(key: str, grid: list) -> list:
 
 
 def choose_settings(args, arm: Arm, store: Store) -> dict[str, dict]:
-    """Every gridded method's setting, chosen on val by bench/study.py's runner (`study.choose`: the
-    grid at seed 0, bracketed past an edge by bench.matched.extend_lr at most twice, a choice within
+    """Every gridded method's setting, chosen on val by studies/study.py's runner (`study.choose`: the
+    grid at seed 0, bracketed past an edge by studies.matched.extend_lr at most twice, a choice within
     one val SE trained again at seed 1 and made on the two-seed mean, re-bracketed after it at most
     4 times), in dependency order: what no method reads first (the teacher), then what reads it at
     the teacher's chosen setting. The score is study.scores' normalised one against a ceiling of
@@ -686,7 +685,7 @@ def choose_settings(args, arm: Arm, store: Store) -> dict[str, dict]:
     chosen, levels = {}, sorted({level(methods, k) for k in arm.grids})
     for lv in levels:
         keys = [k for k in arm.grids if level(methods, k) == lv]
-        spec = study.Study(module="bench.regimes", methods={k: study.Method(trainer(k), grid=quick_grid(k, arm.grids[k])
+        spec = study.Study(module="studies.regimes", methods={k: study.Method(trainer(k), grid=quick_grid(k, arm.grids[k])
                                                                            if args.quick else list(arm.grids[k]),
                                                                            extend=extend_lr) for k in keys},
                            setup=lambda progress: sctx, domains=tuple(arm.domains),
@@ -790,7 +789,7 @@ def run_arm(args, arm: Arm) -> None:
         print(f"arm {arm.number}: {len(jobs)} jobs: {jobs}", flush=True)
         if args.workers > 1 and len(jobs) > 1:
             claims = runs.RUNS_DIR / ctx.experiment(0).rsplit("/", 1)[0] / f"claims-{started:.0f}-{i}.json"
-            study.in_claiming_workers("bench.regimes", jobs, args.workers, claims,
+            study.in_claiming_workers("studies.regimes", jobs, args.workers, claims,
                                       ["--arm", str(arm.number), "--tried", str(tried), "--out", str(args.out), "--quiet"]
                                       + (["--fallback"] if fallback else []) + (["--quick"] if args.quick else []))
         else:
@@ -1750,7 +1749,7 @@ def render(out: Path, page_from: Path | None = None) -> Path:
              "that ran them spent the rest of their CPU on the matched-budget study (docs/matched.md) and on arm 1b's "
              "5-seed check. Its registration above stands for a later run.", ""]
     page = out / "regimes.md"
-    from .findings import fill     # the Readings' marked findings, rendered from this JSON
+    from tools.findings import fill     # the Readings' marked findings, rendered from this JSON
     page.write_text(fill(head + "\n".join(body).rstrip() + "\n", out, strict=False))
     return page
 

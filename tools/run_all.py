@@ -1,8 +1,8 @@
 """Run every CPU benchmark and rewrite docs/benchmarks.md (what `make bench` does).
 
-    python -m bench.run_all                     # everything, about 20-30 minutes on 2 cores
-    python -m bench.run_all --only step routing
-    python -m bench.run_all --quick             # every script at its smallest size; writes nothing
+    python -m tools.run_all                     # everything, about 20-30 minutes on 2 cores
+    python -m tools.run_all --only step routing
+    python -m tools.run_all --quick             # every script at its smallest size; writes nothing
 
 Order: the tiny benchmarks first, then the memory ones, the course's stages, the GPU script's dry
 run (its section says how to run it on a GPU; on a machine with CUDA the real run replaces it),
@@ -18,10 +18,10 @@ import traceback
 
 import torch
 
-from . import (bf16_floor, course_stages, gpu_h200, loss_memory, loss_step, peers, real_size_cpu, routing, scaling,
+from bench import (bf16_floor, course_stages, gpu_h200, loss_memory, loss_step, peers, real_size_cpu, routing, scaling,
                step_vs_sft, stuck_gradient)
-from . import common
-from .common import command, reset_doc, write_section
+from bench import common
+from bench.common import command, reset_doc, write_section
 
 BENCHMARKS = {  # section key: (module, arguments of the full run)
     "step": (step_vs_sft, []),

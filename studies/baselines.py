@@ -1,13 +1,13 @@
 """Is MOPD worth it? Every baseline of the paper and of its critique, on the same base, tasks and
 budget, tuned the same way on VALIDATION, tested once; with what each costs.
 
-    python -m bench.baselines --seeds 0 1 2 --workers 2           # docs/baselines.md, .json, figures
-    python -m bench.baselines --quick --no-write                  # the smoke test's seconds-long run
-    python -m bench.baselines --render docs/baselines.json        # the page and figures again, from the JSON
+    python -m studies.baselines --seeds 0 1 2 --workers 2           # docs/baselines.md, .json, figures
+    python -m studies.baselines --quick --no-write                  # the smoke test's seconds-long run
+    python -m studies.baselines --render docs/baselines.json        # the page and figures again, from the JSON
 
 The protocol (what docs/baselines.md states beside its numbers):
   * teachers: one per domain, trained once (seed 0) and shared by every method and seed, with the
-    config bench.teacher_headroom chose on validation (`baseline_teacher_config`; the plain
+    config studies.teacher_headroom chose on validation (`baseline_teacher_config`; the plain
     `GRPOConfig.for_model("tiny")` where that module is absent);
   * every method is a LoRA adapter on the same frozen base with the same LoRA settings, started
     from the base (B = 0) except Cascade RL's second stage (a copy of the first domain's teacher);
@@ -19,7 +19,7 @@ The protocol (what docs/baselines.md states beside its numbers):
     each trained method, 3 settings for each merge type; the best mean normalised score on val
     wins; the chosen seed-0 run is the seed-0 result (its test split read once, at the end);
   * test: `--n` prompts per domain and length (500), every method once per seed.
-The study is declared on bench.study's runner (`declare`: its methods, grids and the pipelines'
+The study is declared on studies.study's runner (`declare`: its methods, grids and the pipelines'
 teachers), which does the grid, the choice, the test seeds, the workers and the caching.
 Runs live in runs/baselines/<teacher tag>/ and evaluations in its evals*.json, so a re-run (or a
 run killed and started again) reloads whatever finished. `--workers N` trains the grid, then the
@@ -51,7 +51,7 @@ from mopd_mini.merge import merge  # noqa: E402
 from mopd_mini.offline import OfflineConfig, collect, train_offline  # noqa: E402
 
 from . import study  # noqa: E402
-from .common import command, machine, machine_line  # noqa: E402
+from tools.provenance import command, machine, machine_line  # noqa: E402
 from .study import Method, Pick, Result, Study, cell, curve, fmt_int, paired_rows, scores, tag  # noqa: E402
 
 try:  # the teachers the headroom study chose on validation (branch i10m)
@@ -144,7 +144,7 @@ class Bench:
 
     def train(self, method: str, lr: float, seed: int, steps: int | None = None, k: int | None = None) -> Result:
         """One run of a trained method; `steps` and `k` (RFT / soft labels' samples per prompt)
-        override the protocol's budget and then name the run (bench.matched's budgets)."""
+        override the protocol's budget and then name the run (studies.matched's budgets)."""
         p = self.proto
         name = f"{method}_lr{tag(lr)}" + (f"_n{steps}" if steps else "") + (f"_k{k}" if k else "") + f"_s{seed}"
         common = {**self.common(seed, lr), **({"steps": steps} if steps else {})}
@@ -201,7 +201,7 @@ def pipeline_of(method: str, stage: dict, teachers: dict) -> dict:
 
 
 def declare(proto: Protocol, quick: bool) -> Study:
-    """The study on the runner (bench.study): every trained method at every learning rate of the
+    """The study on the runner (studies.study): every trained method at every learning rate of the
     grid (its budget fixed by the protocol), every merge type at its settings, and the best merge
     type picked on val; the set-up trains (or reloads) the shared teachers."""
     def trained(m):
@@ -213,7 +213,7 @@ def declare(proto: Protocol, quick: bool) -> Study:
                       in_workers=False)
 
     experiment = EXPERIMENT + ("-quick" if quick else "")
-    return Study(module="bench.baselines", argv=["--quick"] if quick else [],
+    return Study(module="studies.baselines", argv=["--quick"] if quick else [],
                  methods={**{m: trained(m) for m in TRAINED}, **{f"merge_{h}": merged(h) for h in MERGES}},
                  picks={"merge_best": Pick({f"merge_{h}": h for h in MERGES})},
                  setup=lambda progress: Bench(proto, experiment, progress=progress),

@@ -1,7 +1,7 @@
 """Feed the course every bad input we know of and record what each one says.
 
-    python bench/bad_inputs.py            # prints the table and rewrites it in docs/reliability.md
-    python bench/bad_inputs.py --print    # prints only
+    python tools/bad_inputs.py            # prints the table and rewrites it in docs/reliability.md
+    python tools/bad_inputs.py --print    # prints only
 
 Each case is triggered for real on the tiny model (CPU, offline, a few seconds in all), its
 exception caught, and its type and message written to the table between the markers
@@ -444,7 +444,7 @@ _RUN = []
 
 def export_run(**config) -> Path:
     """A copy of a few-step tiny course run (trained once), its student's config.json edited."""
-    from bench.verl_export_tiny import tiny_run
+    from tools.verl_export_tiny import tiny_run
 
     if not _RUN:
         tiny_run(TMP / "verl")  # into runs.RUNS_DIR (absolute here), not <work>/runs/

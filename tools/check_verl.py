@@ -1,7 +1,7 @@
 """verl's own loader judges a verl export of mopd_mini (run in .venv-verl, never in the course's venv).
 
-    .venv-verl/bin/python bench/check_verl.py build/verl_export           # what `make check-verl` runs
-    .venv-verl/bin/python bench/check_verl.py EXPORT --no-broken          # only the export as it is
+    .venv-verl/bin/python tools/check_verl.py build/verl_export           # what `make check-verl` runs
+    .venv-verl/bin/python tools/check_verl.py EXPORT --no-broken          # only the export as it is
 
 With the export's verl_config.yaml, verl 0.9.1 itself:
   1. composes its `ppo_trainer` Hydra config with the overrides (an unknown key is an error);

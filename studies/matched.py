@@ -1,20 +1,20 @@
 """Is MOPD worth it at a MATCHED RL budget? The teachers and Mix-RL at the same per-domain GRPO
-budget T, for several T; from each teacher set every method of bench.baselines; each reported
+budget T, for several T; from each teacher set every method of studies.baselines; each reported
 by its absolute accuracy lift per domain and its normalised score, against its whole pipeline's
 FLOPs, with the cost of reaching 95% of the teachers' lift. The pre-registration (hypotheses,
 metric, budgets, seeds, statistics, decision rule) is docs/matched.md, written before this ran.
 
-    python -m bench.matched --workers 2              # docs/matched.json, the results in docs/matched.md, figures
-    python -m bench.matched --estimate               # time a few steps of every trainer; the plan's CPU time
-    python -m bench.matched --quick --no-write       # the smoke test (seconds)
-    python -m bench.matched --render docs/matched.json
-    python -m bench.matched --T 200 --seeds 0 1 2 3 4 --cures   # the stuck student's cures beside exact KL at T = 200
+    python -m studies.matched --workers 2              # docs/matched.json, the results in docs/matched.md, figures
+    python -m studies.matched --estimate               # time a few steps of every trainer; the plan's CPU time
+    python -m studies.matched --quick --no-write       # the smoke test (seconds)
+    python -m studies.matched --render docs/matched.json
+    python -m studies.matched --T 200 --seeds 0 1 2 3 4 --cures   # the stuck student's cures beside exact KL at T = 200
 
-A declaration on bench.study's runner, one study per T, each with its own teacher set (the
+A declaration on studies.study's runner, one study per T, each with its own teacher set (the
 baselines' Bench with the teachers at T steps):
 
   * teachers: GRPO, T steps x 8 prompts x 8 samples of their own domain (lr 1e-3, the course's,
-    chosen on val by bench.teacher_headroom at 200 steps; seed 0, shared by every method and seed);
+    chosen on val by studies.teacher_headroom at 200 steps; seed 0, shared by every method and seed);
   * Mix-RL: the same GRPO loop on both domains, T steps x 8 prompts per domain x 8 samples: the
     SAME samples per domain as one teacher;
   * Cascade RL: stage 1 is the domain's teacher at T, stage 2 T steps on the other domain;
@@ -22,12 +22,12 @@ baselines' Bench with the teachers at T steps):
     sample each, from the teachers at T;
   * RFT and soft labels: their own budget, chosen on val with the learning rate: optimizer
     steps and K samples per prompt from `offline_prompts` prompts per domain (the grid `offline`);
-  * the merges of the teachers at T (bench.baselines' grid) and the best merge type on val.
+  * the merges of the teachers at T (studies.baselines' grid) and the best merge type on val.
 
 Every trained method searches the same bracketed learning-rate grid `lrs` (RFT and soft also
 their budget); the choice is the best mean normalised val score at seed 0 on `val_n` prompts per
 domain and length, with a second seed (1) where the margin over the runner-up is within one val
-SE (bench.study's tie_break). Test: `test_n` prompts per domain and length, once per seed.
+SE (studies.study's tie_break). Test: `test_n` prompts per domain and length, once per seed.
 
 The JSON is written after every seed of every T and the runs reload from runs/matched/, so a
 stopped command resumes where it stopped.
@@ -62,7 +62,7 @@ from mopd_mini.adapters import atomic_write  # noqa: E402
 
 from . import baselines, regimes, study  # noqa: E402
 from .baselines import DOMAINS, LABEL, MERGES  # noqa: E402
-from .common import above_header, command, machine, machine_line  # noqa: E402
+from tools.provenance import above_header, command, machine, machine_line  # noqa: E402
 
 DOCS = Path("docs")
 EXPERIMENT = "matched"
@@ -96,7 +96,7 @@ class Plan:
     tie_break: int = 1                    # the second seed for a val choice within one SE
 
     def protocol(self, T: int) -> baselines.Protocol:
-        """bench.baselines' Protocol for the study at T (its Bench trains the teachers at T)."""
+        """studies.baselines' Protocol for the study at T (its Bench trains the teachers at T)."""
         return baselines.Protocol(steps=self.student_steps, per_domain=self.per_domain, lrs=(),
                                   offline_prompts=self.offline_prompts, offline_k=self.offline[0][1],
                                   merge_grid=self.merge_grid, eval_every=self.eval_every, val_n=self.val_n,
@@ -155,7 +155,7 @@ def declare(plan: Plan, T: int, quick: bool) -> study.Study:
 
     proto = plan.protocol(T)
     experiment = EXPERIMENT + ("-quick" if quick else "")
-    return study.Study(module="bench.matched", argv=["--T", str(T)] + (["--quick"] if quick else []),
+    return study.Study(module="studies.matched", argv=["--T", str(T)] + (["--quick"] if quick else []),
                        methods={**{m: method(m) for m in STUDENTS + RL + OFFLINE},
                                 **{f"merge_{h}": merged(h) for h in MERGES}},
                        picks={"merge_best": study.Pick({f"merge_{h}": h for h in MERGES})},
@@ -242,7 +242,7 @@ FIVE = 5
 
 def family(rep: dict) -> dict:
     """{(T, a, b): the paired mean-lift comparison with its Holm-adjusted p over the whole family
-    (every T of the report, COMPARISONS at each) and its reading} (bench.study.family)."""
+    (every T of the report, COMPARISONS at each) and its reading} (studies.study.family)."""
     comp = {}
     for key, by_T in sorted(rep["by_T"].items(), key=lambda kv: int(kv[0])):
         for a, b in COMPARISONS:
@@ -621,7 +621,7 @@ def declare_cures(plan: Plan, T: int, quick: bool) -> study.Study:
 
     proto = plan.protocol(T)
     experiment = EXPERIMENT + ("-quick" if quick else "")
-    return study.Study(module="bench.matched", argv=["--T", str(T), "--cures"] + (["--quick"] if quick else []),
+    return study.Study(module="studies.matched", argv=["--T", str(T), "--cures"] + (["--quick"] if quick else []),
                        methods={m: method(m) for m in CURES_METHODS},
                        setup=lambda progress: baselines.Bench(proto, experiment, progress=progress),
                        parts={"all": None}, tie_break=plan.tie_break, val_from_run=False, max_extend=plan.extend)

@@ -2,10 +2,10 @@
 and report each run's time and any stall (jupyter/nbclient#312, docs/reliability.md "Headless
 notebook runs").
 
-    python -m bench.notebook_soak                                   # 04_loss_lab x 30, CI mode, a teacher trains beside it
-    python -m bench.notebook_soak --runs 5 --compete matmul         # a torch matmul loop competes instead
-    python -m bench.notebook_soak --client stock --cell-timeout 120 # nbclient's own client: a stall costs the cell timeout
-    python -m bench.notebook_soak --widget-cells 200 [--no-output-mimic]   # the cause, counted (below)
+    python -m tools.notebook_soak                                   # 04_loss_lab x 30, CI mode, a teacher trains beside it
+    python -m tools.notebook_soak --runs 5 --compete matmul         # a torch matmul loop competes instead
+    python -m tools.notebook_soak --client stock --cell-timeout 120 # nbclient's own client: a stall costs the cell timeout
+    python -m tools.notebook_soak --widget-cells 200 [--no-output-mimic]   # the cause, counted (below)
 
 Each run executes the notebook in a fresh kernel, in a temporary copy of it (one folder for the
 whole soak, so its runs/ hold the teachers the first run trains and later runs reload, as

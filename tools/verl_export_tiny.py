@@ -1,6 +1,6 @@
 """A few-step tiny course run (two GRPO teachers, one MOPD student), exported for verl.
 
-    python -m bench.verl_export_tiny --out build/verl_export     # what `make check-verl` runs first
+    python -m tools.verl_export_tiny --out build/verl_export     # what `make check-verl` runs first
 
 So that the verl check works on a clean clone: it makes its own run (about half a CPU minute)
 under <work>/runs/verl-tiny/, then calls `mopd_mini.export.main` on it, exactly as a user would

@@ -1,8 +1,8 @@
 """Stronger teachers within the course budget? A GRPO grid (steps x learning rate) per domain,
 scored on the VALIDATION split, and the teacher config the baselines protocol uses.
 
-    python -m bench.teacher_headroom                          # the grid below, seed 0 -> docs/teachers.md
-    OMP_NUM_THREADS=1 python -m bench.teacher_headroom --seeds 0 --n 500 --lrs 1e-3 2e-3 5e-4 --recall-lrs 1e-3 2e-3
+    python -m studies.teacher_headroom                          # the grid below, seed 0 -> docs/teachers.md
+    OMP_NUM_THREADS=1 python -m studies.teacher_headroom --seeds 0 --n 500 --lrs 1e-3 2e-3 5e-4 --recall-lrs 1e-3 2e-3
                                                               # what docs/teachers.md was made with
 
 Why: the normalised score divides by the teacher's lift over the base (teacher - base). The
@@ -16,7 +16,7 @@ checkpoint with more steps, and the learning rate is constant, so the run at 400
 over seeds; any config within `--tolerance` of it that costs fewer steps wins (cheaper is better
 when the gain is within noise). The course notebooks keep `GRPOConfig.for_model` unchanged (their
 times depend on it; notebook 05 reuses notebook 02's teachers); the chosen config is
-`CHOSEN` below. bench/baselines.py trains its teachers with `BASELINE_TEACHER`, through
+`CHOSEN` below. studies/baselines.py trains its teachers with `BASELINE_TEACHER`, through
 `baseline_teacher_config`: today the course's own teachers, because the published 3-seed table
 (docs/baselines.md) was run before this study finished (see docs/teachers.md). Snapshots and their evaluations are cached under runs/<experiment>/, so
 a re-run only trains and scores what is missing.
@@ -39,8 +39,8 @@ from mopd_mini.adapters import BASE
 from mopd_mini.domains import get_domains
 from mopd_mini.runs import RUNS_DIR, fast_or
 
-from .common import command as bench_command
-from .common import machine_line
+from tools.provenance import command as bench_command
+from tools.provenance import machine_line
 
 # The config the choice rule picked on validation (docs/teachers.md holds the grid it was read from).
 CHOSEN = {"binding": dict(steps=400, lr=2e-3), "recall": dict(steps=400, lr=1e-3)}

@@ -13,9 +13,9 @@ name with them. Hand-written prose around a marker may explain a mechanism; the 
 the rendered part. tests/test_findings.py reads the committed pages and fails when a marked
 sentence and its JSON disagree.
 
-    python -m bench.findings            # check every marked sentence of the pages against the JSON
-    python -m bench.findings --write    # rewrite them from the JSON (after a re-run)
-    python -m bench.findings --numbers  # the summaries' numbers that no finding or table of their page holds
+    python -m tools.findings            # check every marked sentence of the pages against the JSON
+    python -m tools.findings --write    # rewrite them from the JSON (after a re-run)
+    python -m tools.findings --numbers  # the summaries' numbers that no finding or table of their page holds
 
 The number check (`unheld`): a summary (README's results, the guide's lectures, a notebook's
 Summary and reading cells, a docs page's Reading) carries no decimal or percentage outside a
@@ -25,7 +25,7 @@ allow-list, each with why.
 
 Ids:
   matched/headline                   the matched study's corrected decisions at the T's run with 5 seeds
-  matched/T<T>/<a>-<b>               one comparison of the matched family (a, b: bench.matched's keys)
+  matched/T<T>/<a>-<b>               one comparison of the matched family (a, b: studies.matched's keys)
   matched/T<T>/H3/<b>                H3's cost ratio of the best MOPD form over offline baseline b at T
   matched/T<T>/norm/<a>-<b>          a - b in the normalised score at T (outside the family: uncorrected)
   matched/T<T>/lift/<a>-<b>          a - b in the mean lift, a pair outside the family (uncorrected)
@@ -63,7 +63,7 @@ PAGES = ("README.md", "docs/instructor.md", "docs/matched.md", "docs/regimes.md"
 
 
 def _label(m: str) -> str:
-    from .baselines import LABEL
+    from studies.baselines import LABEL
     return LABEL[m].split(" (")[0]
 
 
@@ -86,7 +86,7 @@ def _matched(data_dir: Path) -> dict:
 
 
 def matched_pair(rep: dict, T: int, a: str, b: str) -> str:
-    from . import matched
+    from studies import matched
     fam = matched.family(rep)
     p = fam[(T, a, b)]
     return comparison_sentence(f"{_label(a)} minus {_label(b)} at T = {T}, mean lift", p,
@@ -96,7 +96,7 @@ def matched_pair(rep: dict, T: int, a: str, b: str) -> str:
 def matched_headline(rep: dict) -> str:
     """Which of the matched family's comparisons survive Holm's correction, at the T's run with
     the five seeds a stated finding needs (T's with fewer are left out, and said to be)."""
-    from . import matched
+    from studies import matched
     fam = matched.family(rep)
     m = next(iter(fam.values()))["m"]
     five = sorted(int(T) for T, v in rep["by_T"].items() if len(v["seeds_done"]) >= matched.FIVE)
@@ -127,7 +127,7 @@ def matched_headline(rep: dict) -> str:
 
 
 def regimes_decision(data: dict, arm: str, h: str, every: bool) -> str:
-    from . import regimes
+    from studies import regimes
     a = {str(k): v for k, v in regimes.ARMS.items()}[arm]
     rep = regimes.Report(data, a, seeds=None if every else regimes.REGISTERED)
     decided = regimes.decisions(rep)[1][h]
@@ -151,7 +151,7 @@ def _cmp_sentence(name: str, p: dict, table: str, digits: int = 3, p_adj: float 
 
 
 def matched_h3(rep: dict, T: int, b: str) -> str:
-    from . import matched
+    from studies import matched
     rows = rep["by_T"][str(T)]["rows"]
     best = max(matched.STUDENTS, key=lambda m: stats.mean_sd([p["lift"]["mean"] for p in rows[m].values()])[0])
     r = matched.cost_ratio(rows, best, b)
@@ -164,7 +164,7 @@ def matched_h3(rep: dict, T: int, b: str) -> str:
 def matched_norm(rep: dict, T: int, a: str, b: str, part: str = "all") -> str:
     """a - b outside the registered family (uncorrected): the normalised score (part "all"), or the
     mean lift of a pair the family does not hold (part "lift")."""
-    from . import study
+    from studies import study
     p = study.paired_rows(rep["by_T"][str(T)]["rows"], a, b, part=part)
     what = "normalised score" if part == "all" else "mean lift"
     return _cmp_sentence(f"{_label(a)} minus {_label(b)} at T = {T}, {what} (outside the registered "
@@ -173,7 +173,7 @@ def matched_norm(rep: dict, T: int, a: str, b: str, part: str = "all") -> str:
 
 
 def matched_h4(rep: dict, m: str) -> str:
-    from . import matched
+    from studies import matched
     five = sorted(int(T) for T, v in rep["by_T"].items() if len(v["seeds_done"]) >= matched.FIVE)
     vals = [stats.mean_sd([p["lift"]["mean"] for p in rep["by_T"][str(T)]["rows"][m].values()])[0] for T in five]
     teach = [matched.teachers_lift(rep["by_T"][str(T)])["mean"] for T in five]
@@ -183,7 +183,7 @@ def matched_h4(rep: dict, m: str) -> str:
 
 
 def regimes_cmp(data: dict, arm: str, a: str, b: str, domain: str, every: bool) -> str:
-    from . import regimes
+    from studies import regimes
     ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
     rep = regimes.Report(data, ar, seeds=None if every else regimes.REGISTERED)
     p = regimes.comparison(rep, a, b, domain, rep.held[domain]["all"])
@@ -207,7 +207,7 @@ def _measure(key: str) -> str:
 
 
 def regimes_mean(data: dict, arm: str, m: str, domain: str, part: str, every: bool) -> str:
-    from . import regimes
+    from studies import regimes
     ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
     rep = regimes.Report(data, ar, seeds=None if every else regimes.REGISTERED)
     lengths, where, key = _lengths(rep, domain, part)
@@ -220,7 +220,7 @@ def regimes_mean(data: dict, arm: str, m: str, domain: str, part: str, every: bo
 
 def regimes_kl(data: dict, arm: str, loss: str, step: int, pos: int) -> str:
     """One cell of arm 2's KL table: the mean over the registered seeds, its median and max."""
-    from . import regimes
+    from studies import regimes
     ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
     rep = regimes.Report(data, ar)
     per = rep.runs[f"mopd_{loss}"]
@@ -235,7 +235,7 @@ def regimes_kl(data: dict, arm: str, loss: str, step: int, pos: int) -> str:
 def matched_family(rep: dict) -> str:
     """How many of the registered family survive Holm's correction, and how many are resolved
     only uncorrected."""
-    from . import matched
+    from studies import matched
     fam = matched.family(rep)
     m = next(iter(fam.values()))["m"]
     held = sum(bool(p["resolved_holm"]) for p in fam.values())
@@ -245,13 +245,13 @@ def matched_family(rep: dict) -> str:
 
 
 def matched_decision(rep: dict, h: str) -> str:
-    from . import matched
+    from studies import matched
     return f"{h}: {matched.decisions(rep)[h]} (docs/matched.md, decisions table)."
 
 
 def regimes_seed(data: dict, arm: str, m: str, domain: str, part: str, seed: int) -> str:
     """One seed's accuracy (or trace): what that seed did, not a finding."""
-    from . import regimes
+    from studies import regimes
     ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
     rep = regimes.Report(data, ar, seeds=None)
     lengths, where, key = _lengths(rep, domain, part)
@@ -360,7 +360,7 @@ def ablation_none(summary: dict) -> str:
 
 
 def _baselines_family(rep: dict):
-    from . import baselines, study
+    from studies import baselines, study
     order = baselines.ranking(rep)
     best = max(("mopd_pg", "mopd_topk", "mopd_kl"), key=lambda m: baselines.method_stats(rep, m)[0])
     fam = study.family({f"{m}|{ref}": baselines.paired_rows(rep["rows"], m, ref) for m in order
@@ -379,7 +379,7 @@ def baselines_pair(rep: dict, m: str, ref: str) -> str:
 
 
 def baselines_ranking(rep: dict, top: int = 4) -> str:
-    from . import baselines
+    from studies import baselines
     order, best, _ = _baselines_family(rep)
     shown = order[:max(top, order.index(best) + 1)]
     return ("the means, descriptive: " + ", ".join(f"{_label(m)} {baselines.method_stats(rep, m)[0]:.2f}" for m in shown)

@@ -1,0 +1,13 @@
+"""Studies: experiments that compare methods and write a page of docs/ (its JSON, its figures).
+
+    study             the one runner: grid on val, bracketing, tie-break, workers, store, claims
+    baselines         is MOPD worth it? every baseline of the paper and its critique (docs/baselines.md)
+    matched           the same question at a matched RL budget T, for several T (docs/matched.md)
+    ablations         a teacher of another origin, multi-round MOPD, UCMOPD (docs/ablations.md)
+    regimes           when does MOPD help: one arm per regime, as pre-registered (docs/regimes.md)
+    teacher_headroom  stronger teachers within the course budget? a GRPO grid per domain (docs/teachers.md)
+
+Each runs alone (`python -m studies.<name>`); `python -m bench.<name>`, the command the pages
+quote, still works (bench/<name>.py is an alias that names this home). The figures of their results
+that the notebooks draw are in the library (mopd_mini.views).
+"""
