@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mopd_mini.losses import jsd_loss, reverse_kl, soft_label_kl, topk_reverse_kl
-from test_losses import B, T, random_mask, reference_mean  # the same (B, T) mask and aggregation as the other losses
+from tests.test_losses import B, T, random_mask, reference_mean  # the same (B, T) mask and aggregation as the other losses
 
 V = 11
 
