@@ -908,6 +908,27 @@ def write_yaml(doc: dict, path: Path) -> Path:
     return path
 
 
+def tiny_run(work: Path, experiment: str = "verl-tiny") -> Path:
+    """A few-step tiny course run to export: teacher_binding, teacher_recall and the student trained
+    for two steps each under <work>/runs/<experiment>/; returns the run folder. Its numbers mean
+    nothing; its folders are a real course run's (what `make check-verl` and the export's tests use)."""
+    from .distill import train_student
+    from .grpo import GRPOConfig, train_teacher
+
+    work.mkdir(parents=True, exist_ok=True)
+    here = os.getcwd()
+    os.chdir(work)  # runs/ is relative to the working folder
+    try:
+        bank = AdapterBank(*load_base("tiny", device="cpu"))
+        small = dict(experiment=experiment, eval_every=0, progress=False, checkpoint_every=100)
+        for domain in ("binding", "recall"):
+            train_teacher(bank, GRPOConfig(domain=domain, steps=2, prompts_per_step=4, group_size=4, **small))
+        train_student(bank, MOPDConfig(steps=2, prompts_per_domain=4, topk=8, track_steps=(), eval_n=8, **small))
+    finally:
+        os.chdir(here)
+    return work / "runs" / experiment
+
+
 def parser(prog: str = "python -m mopd_mini.export") -> argparse.ArgumentParser:
     """The export's command line (`prog`: the name --help shows, e.g. "mopd-mini export")."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
