@@ -117,7 +117,7 @@ def test_ablations_page_renders_from_the_saved_json(capsys):
     """studies.ablations --render: the committed docs/ablations.json gives its page again, with the
     paired per-seed intervals (nothing trained, nothing written)."""
     ablations = importlib.import_module("studies.ablations")
-    root = Path(__file__).parents[1]
+    root = Path(__file__).parents[2]
     _, summary = ablations.render(root / "docs" / "ablations.json", write=False)
     text = capsys.readouterr().out
     paired = summary["rounds"]["paired"]["round-2 student (from round-1 student)"]
@@ -298,14 +298,14 @@ def test_a_results_header_mentioned_in_a_sentence_does_not_cut_the_page():
     assert common.above_header(page, "## Results") == page.split("\n## Results\n")[0] + "\n"
     assert "## Why" in common.above_header(page, "## Results")
     assert common.above_header("no results yet\n", "## Results") == "no results yet\n"
-    registered = (Path(__file__).parents[1] / "docs" / "matched.md").read_text()
+    registered = (Path(__file__).parents[2] / "docs" / "matched.md").read_text()
     assert "## Tuning: the same effort for every method" in common.above_header(registered, "## Results")
 
 
 def test_matched_each_T_names_the_machine_that_ran_it():
     """A resumed sweep on another machine must not relabel the sections it did not run."""
     from studies import matched
-    rep = json.loads((Path(__file__).parents[1] / "docs" / "matched.json").read_text())
+    rep = json.loads((Path(__file__).parents[2] / "docs" / "matched.json").read_text())
     for T, by_T in rep["by_T"].items():
         assert "machine" in by_T, f"T = {T} has no machine of its own"
         by_T["machine"] = {**by_T["machine"], "cpu": f"CPU of T{T}"}    # a different machine per T
