@@ -39,7 +39,7 @@ endorsement, GKD's lmbda), as are a LoRA dropout and the losses below.
 
 verl's loader is the judge of the config, not this module: `make check-verl` loads the YAML into
 verl 0.9.1's own Hydra config, `validate_config` and distillation dataclass, in its own venv
-(bench/check_verl.py). The mapping, what carries over exactly and what does not, is in
+(tools/check_verl.py). The mapping, what carries over exactly and what does not, is in
 docs/scale_out.md.
 
 What does not carry over, and is refused rather than exported as another objective:
