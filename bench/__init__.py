@@ -1,15 +1,26 @@
-"""Benchmarks: scripts (not tests) that print their figures and write them to docs/benchmarks.md.
+"""Benchmarks of speed and memory: scripts (not tests) that print their figures and write them to
+docs/benchmarks.md, each its own section (`python -m tools.run_all` runs them all: `make bench`).
 
-    run_all          every CPU benchmark below, in order; rewrites the page (`make bench`)
     step_vs_sft      one MOPD step vs one SFT step, tiny default
-    routing          routed teacher scoring: mixed vs swap vs one teacher, tiny and Qwen3-1.7B size
+    trainer_step     the trainers' own step time (train_student, train_teacher), as they run it
+    levers           the trainers' speed levers, each switched off in turn
+    loss_step        one MOPD step per loss, against the exact reverse KL's
     loss_memory      naive fp32 reverse KL vs chunked reverse_kl vs topk_reverse_kl at V = 151,936
+    routing          routed teacher scoring: mixed vs swap vs one teacher, tiny and Qwen3-1.7B size
     peers            this library against TRL's DistillationTrainer: step time, same KL; memory of teachers
-    compare_commits  a change against an earlier commit (a git worktree): any benchmark command, both sides
+    scaling          how the cost grows: N teachers on one base, longer completions, bigger batches
+    stuck_gradient   the stuck student on one categorical: each loss's gradient norm
+    bf16_floor       bf16's noise floor in MOPD's advantage: the student scored against itself
     course_stages    wall time of the course's stages on this CPU
     real_size_cpu    one MOPD step with the real Qwen3-1.7B architecture on this CPU: time, peak RSS
     gpu_h200         one MOPD step at batch 16 on one GPU, bf16 and 4-bit (`--dry-run` on a CPU)
-    common           the machine, side-by-side timing, peak memory, the steps compared, the page
+    compare_commits  a change against an earlier commit (a git worktree): any benchmark command, both sides
+    common           side-by-side timing, peak memory, the steps compared, the page's sections
+    results          the 3-seed table of evaluate (docs/results.md; `mopd-mini results` reads it)
 
 Each script runs alone (`python -m bench.<name>`) and rewrites only its own section of the page.
+The studies live in studies/, the tools in tools/; bench/<name>.py for each module that left
+(study, baselines, matched, ablations, regimes, teacher_headroom; bad_inputs, notebook_soak,
+check_verl, verl_export_tiny, run_all, findings) is an alias (bench/_moved.py) that keeps
+`python -m bench.<name>`, the command the pages quote, working.
 """

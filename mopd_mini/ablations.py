@@ -238,7 +238,7 @@ PAPER_ROUNDS = {"round-2 teachers": 1.030, "round-2 student (from base)": 0.986}
 
 
 def summary(results: dict) -> dict:
-    """The numbers notebook 06 prints and `plots.rounds` / `plots.ucmopd` draw, from
+    """The numbers notebook 06 prints and `views.rounds` / `views.ucmopd` draw, from
     {"table": evaluate table of every adapter (incl. "base"), "rounds": {seed: multi_round},
     "ucmopd": {seed: ucmopd_study}} (either study may be absent): the base's and the round-1
     teachers' accuracies, and per study the mean and sample std over seeds of each row (with its

@@ -39,7 +39,7 @@ endorsement, GKD's lmbda), as are a LoRA dropout and the losses below.
 
 verl's loader is the judge of the config, not this module: `make check-verl` loads the YAML into
 verl 0.9.1's own Hydra config, `validate_config` and distillation dataclass, in its own venv
-(bench/check_verl.py). The mapping, what carries over exactly and what does not, is in
+(tools/check_verl.py). The mapping, what carries over exactly and what does not, is in
 docs/scale_out.md.
 
 What does not carry over, and is refused rather than exported as another objective:
@@ -906,6 +906,27 @@ def write_yaml(doc: dict, path: Path) -> Path:
         raise ImportError("the verl export writes YAML with pyyaml: pip install 'mopd_mini[export]'") from err
     atomic_write(path, yaml.safe_dump(doc, sort_keys=False, width=120).encode())
     return path
+
+
+def tiny_run(work: Path, experiment: str = "verl-tiny") -> Path:
+    """A few-step tiny course run to export: teacher_binding, teacher_recall and the student trained
+    for two steps each under <work>/runs/<experiment>/; returns the run folder. Its numbers mean
+    nothing; its folders are a real course run's (what `make check-verl` and the export's tests use)."""
+    from .distill import train_student
+    from .grpo import GRPOConfig, train_teacher
+
+    work.mkdir(parents=True, exist_ok=True)
+    here = os.getcwd()
+    os.chdir(work)  # runs/ is relative to the working folder
+    try:
+        bank = AdapterBank(*load_base("tiny", device="cpu"))
+        small = dict(experiment=experiment, eval_every=0, progress=False, checkpoint_every=100)
+        for domain in ("binding", "recall"):
+            train_teacher(bank, GRPOConfig(domain=domain, steps=2, prompts_per_step=4, group_size=4, **small))
+        train_student(bank, MOPDConfig(steps=2, prompts_per_domain=4, topk=8, track_steps=(), eval_n=8, **small))
+    finally:
+        os.chdir(here)
+    return work / "runs" / experiment
 
 
 def parser(prog: str = "python -m mopd_mini.export") -> argparse.ArgumentParser:

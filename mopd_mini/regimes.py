@@ -64,8 +64,8 @@ def starting_points(model, tokenizer, n: int = 50, seed: int = 0, split: str = "
 
 
 def depth_view(rows: dict[str, list[dict]], key: str = "acc", title: str = "") -> dict:
-    """Several models' `starting_points` rows ({label: rows}) as the view `plots.regime_depth`
-    draws (the same dict shape bench.regimes stores for the 3-seed study), for `key` by length."""
+    """Several models' `starting_points` rows ({label: rows}) as the view `views.regime_depth`
+    draws (the same dict shape studies.regimes stores for the 3-seed study), for `key` by length."""
     domains = list(dict.fromkeys(r["domain"] for rs in rows.values() for r in rs))
     return {"arm": title, "domains": domains, "seeds": [],
             "parts": {d: {"held-out": list(REGIME_DOMAINS[d].held_out)} for d in domains},

@@ -32,7 +32,7 @@ import torch  # noqa: E402
 
 import mopd_mini as mm  # noqa: E402
 from mopd_mini import ablations as ab  # noqa: E402
-from mopd_mini import plots  # noqa: E402
+from mopd_mini import plots, views  # noqa: E402
 from mopd_mini.adapters import atomic_write  # noqa: E402
 
 from mopd_mini import stats  # noqa: E402
@@ -568,12 +568,12 @@ def figures(results: dict, summary: dict, folder: Path) -> list[Path]:
     out = []
     if "origin" in summary:
         per_seed = [results["origin"][s]["initial_kl"] for s in summary["origin"]["seeds"]]
-        out.append(plots.save(plots.initial_kl(summary, per_seed), "ablation_initial_kl", folder))
-        out.append(plots.save(plots.origin_curves(results), "ablation_origin_curves", folder))
+        out.append(plots.save(views.initial_kl(summary, per_seed), "ablation_initial_kl", folder))
+        out.append(plots.save(views.origin_curves(results), "ablation_origin_curves", folder))
     if "rounds" in summary and summary["rounds"]["rows"]:
-        out.append(plots.save(plots.rounds(summary), "ablation_rounds", folder))
+        out.append(plots.save(views.rounds(summary), "ablation_rounds", folder))
     if "ucmopd" in summary and summary["ucmopd"]["settings"]:
-        out.append(plots.save(plots.ucmopd(summary), "ablation_ucmopd", folder))
+        out.append(plots.save(views.ucmopd(summary), "ablation_ucmopd", folder))
     plt.close("all")
     return out
 

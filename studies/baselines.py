@@ -45,7 +45,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import mopd_mini as mm  # noqa: E402
-from mopd_mini import cost, plots, runs, stats  # noqa: E402
+from mopd_mini import cost, plots, runs, stats, views  # noqa: E402
 from mopd_mini.adapters import atomic_write  # noqa: E402
 from mopd_mini.merge import merge  # noqa: E402
 from mopd_mini.offline import OfflineConfig, collect, train_offline  # noqa: E402
@@ -567,8 +567,8 @@ def cost_section(rep: dict) -> list[str]:
 
 def figures(rep: dict, folder: Path) -> None:
     """The page's five figures, drawn by `mopd_mini.plots` from the view of the results that notebook
-    05 draws its own from (`plots.baselines_view`): one piece of plotting code for both."""
-    view = plots.baselines_view(rep)
+    05 draws its own from (`views.baselines_view`): one piece of plotting code for both."""
+    view = views.baselines_view(rep)
     made_by = f"`{rep['command']}`, seeds {rep['protocol']['seeds_done']}"
     scores = {LABEL[m]: view["scores"][m] for m in ranking(rep)}                     # best first
     short = {m: LABEL[m].split(" (")[0] for m in LABEL}                           # the crowded cost panels

@@ -57,7 +57,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import mopd_mini as mm  # noqa: E402
-from mopd_mini import cost, plots, runs, stats  # noqa: E402
+from mopd_mini import cost, plots, runs, stats, views  # noqa: E402
 from mopd_mini.adapters import atomic_write  # noqa: E402
 
 from . import baselines, regimes, study  # noqa: E402
@@ -467,7 +467,7 @@ def decisions_markdown(rep: dict) -> list[str]:
 def figure(rep: dict, folder: Path) -> None:
     """Mean lift and mean normalised score (± sample std over seeds) against whole-pipeline FLOPs,
     log axis, one line per method of FIGURE (the merges as the best one on val) through its
-    teacher budgets T (`plots.cost_curves`): the
+    teacher budgets T (`views.cost_curves`): the
     sample-efficiency picture and the cost argument in one."""
     panels = {"mean accuracy lift over the base": {}, "mean normalised score": {}}
     for m in FIGURE:
@@ -476,7 +476,7 @@ def figure(rep: dict, folder: Path) -> None:
             x = fmean(p["pipeline"]["flops"] for p in per)
             for panel, f in zip(panels, (lambda p: p["lift"]["mean"], lambda p: p["all"]["mean"])):
                 panels[panel].setdefault(LABEL[m], []).append((x, *stats.mean_sd([f(p) for p in per]), f"T={key}"))
-    fig = plots.cost_curves(panels, title="Matched RL budget T, test split, mean ± std over seeds\n"
+    fig = views.cost_curves(panels, title="Matched RL budget T, test split, mean ± std over seeds\n"
                             "`python -m bench.matched` (docs/matched.md names each T's command)")
     plots.save(fig, "matched_cost", folder)
     plt.close(fig)

@@ -58,7 +58,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 import mopd_mini as mm  # noqa: E402
-from mopd_mini import cost, plots, runs, stats  # noqa: E402
+from mopd_mini import cost, runs, stats, views  # noqa: E402
 from mopd_mini.adapters import BASE  # noqa: E402
 from mopd_mini import domains as domain_table  # noqa: E402
 from mopd_mini.domains import Domain, get_domains  # noqa: E402
@@ -1555,7 +1555,7 @@ def _over_seeds(values: dict) -> dict:
 
 
 def view(data: dict, arm: Arm) -> dict:
-    """What the figures (plots.regime_*) draw, in plain numbers: the page's figures and notebook 07
+    """What the figures (views.regime_*) draw, in plain numbers: the page's figures and notebook 07
     draw the same dict, which render() stores in regimes.json["views"][arm]."""
     rep = tested(data, arm) if arm.gate_every_seed else Report(data, arm)
     out = {"arm": str(arm.number), "title": arm.title, "domains": list(arm.domains), "seeds": rep.seeds,
@@ -1598,16 +1598,16 @@ def view(data: dict, arm: Arm) -> dict:
 
 
 def figures(v: dict, arm: Arm, folder: Path) -> list[str]:
-    """The arm's figures, drawn by mopd_mini.plots from its view(): lift by domain, lift against
+    """The arm's figures, drawn by mopd_mini.views from its view(): lift by domain, lift against
     pipeline FLOPs; for arm 2 accuracy by depth and the per-token KL early and late."""
     if not v["methods"]:
         return []
     folder.mkdir(parents=True, exist_ok=True)
-    drawn = [(plots.regime_lift(v), "lift"), (plots.regime_cost(v), "cost")]
+    drawn = [(views.regime_lift(v), "lift"), (views.regime_cost(v), "cost")]
     if arm.number == 2:
-        drawn.append((plots.regime_depth(v), "depth"))
+        drawn.append((views.regime_depth(v), "depth"))
         if v["kl"]:
-            drawn.append((plots.regime_kl(v), "kl"))
+            drawn.append((views.regime_kl(v), "kl"))
     return [_save(fig, folder, f"regimes_arm{arm.number}_{name}.png") for fig, name in drawn]
 
 

@@ -28,7 +28,7 @@ from mopd_mini import AdapterBank, MOPDConfig, load_base, routing, train_student
 from mopd_mini.models import QWEN3_RANDOM
 from mopd_mini.rollout import sample
 
-from conftest import TEACHERS
+from tests.conftest import TEACHERS
 
 SHRINK = dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=2,
               num_key_value_heads=1, head_dim=32)

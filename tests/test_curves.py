@@ -52,7 +52,7 @@ def fake_report():
 
 
 def test_baselines_view_reads_the_report():
-    from mopd_mini.plots import baselines_view
+    from mopd_mini.views import baselines_view
     v = baselines_view(fake_report())
     assert np.allclose(v["scores"]["mopd_pg"]["binding"], (0.9, 0.02 ** 0.5))   # mean and SAMPLE std (ddof 1)
     assert np.allclose(v["scores"]["mopd_pg"]["mean"], (0.9, 0.0))

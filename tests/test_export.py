@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tools.verl_export_tiny import tiny_run
+from mopd_mini.export import tiny_run
 from mopd_mini import AdapterBank, MOPDConfig, get_domains
 from mopd_mini.export import (MERGE_TOLERANCE, Layout, export_verl, hydra_value, main, probe_ids, read_run)
 from mopd_mini.rollout import chat_prompt

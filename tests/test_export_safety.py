@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.verl_export_tiny import tiny_run
+from mopd_mini.export import tiny_run
 from mopd_mini import MOPDConfig, get_domains
 from mopd_mini import export
 from mopd_mini.adapters import BASE

@@ -491,10 +491,10 @@ def test_a_grpo_step_runs_on_each_regime_domain(bank):
 
 def test_depth_view_is_what_the_regime_plots_draw():
     """mopd_mini.regimes.depth_view turns live starting-point rows into the 3-seed view's shape,
-    and plots.regime_depth draws one line per model, the held-out depths shaded."""
+    and views.regime_depth draws one line per model, the held-out depths shaded."""
     import matplotlib
     matplotlib.use("Agg")
-    from mopd_mini import plots
+    from mopd_mini import views
     from mopd_mini.regimes import depth_view
 
     rows = {m: [{"domain": "chain", "length": L, "acc": a + 0.1 * L} for L in (2, 3, 4, 5)]
@@ -502,7 +502,7 @@ def test_depth_view_is_what_the_regime_plots_draw():
     v = depth_view(rows)
     assert v["domains"] == ["chain"] and v["parts"]["chain"]["held-out"] == [4, 5]
     assert v["methods"]["teacher"]["by_length"]["chain"] == {"2": 0.7, "3": 0.8, "4": 0.9, "5": 1.0}
-    fig = plots.regime_depth(v, title="t")
+    fig = views.regime_depth(v, title="t")
     lines = fig.axes[0].get_lines()
     assert [ln.get_label() for ln in lines] == ["base", "teacher"]
     assert list(lines[1].get_ydata()) == [0.7, 0.8, 0.9, 1.0]

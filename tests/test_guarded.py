@@ -167,7 +167,7 @@ def test_a_checkpoint_of_non_finite_weights_is_never_written(bank, runs_dir):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    from tools.verl_export_tiny import tiny_run
+    from mopd_mini.export import tiny_run
 
     pytest.importorskip("pyarrow")
     pytest.importorskip("yaml")

@@ -12,7 +12,7 @@ from mopd_mini.models import BNB_CPU_MIN, QWEN3_ID, QWEN3_RANDOM, TINY_DIR
 from mopd_mini.rollout import chat_prompt
 from mopd_mini.tokenizer import INSTRUCTION
 
-from conftest import QWEN3_SMALL
+from tests.conftest import QWEN3_SMALL
 
 THINK_OFF = "<think>\n\n</think>"
 

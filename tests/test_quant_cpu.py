@@ -29,7 +29,7 @@ from mopd_mini.distill import LOSSES, mopd_objective
 from mopd_mini.models import QWEN3_RANDOM
 from mopd_mini.rollout import completion_logits, sample
 
-from conftest import TEACHERS
+from tests.conftest import TEACHERS
 
 bnb = pytest.importorskip("bitsandbytes", reason="the 4-bit tests need bitsandbytes: pip install 'mopd_mini[quant]'")
 pytestmark = pytest.mark.skipif(tokenizers.qwen3_tokenizer_dir() is None,

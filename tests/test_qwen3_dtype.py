@@ -10,7 +10,7 @@ import torch
 from mopd_mini import load_base, models
 from mopd_mini.models import QWEN3_RANDOM, qwen3_dtype
 
-from conftest import QWEN3_SMALL
+from tests.conftest import QWEN3_SMALL
 
 
 @pytest.mark.parametrize("device_type, bf16, expected", [

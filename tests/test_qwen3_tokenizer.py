@@ -23,7 +23,7 @@ from mopd_mini.models import QWEN3_RANDOM
 from mopd_mini.rollout import chat_prompt, completion_logits, encode_prompts, eos_ids, sample
 from mopd_mini.tokenizer import INSTRUCTION, is_real_qwen3
 
-from conftest import QWEN3_SMALL, TEACHERS
+from tests.conftest import QWEN3_SMALL, TEACHERS
 
 IM_START, IM_END, ENDOFTEXT, THINK, END_THINK = 151_644, 151_645, 151_643, 151_667, 151_668
 real = pytest.mark.skipif(tokenizers.qwen3_tokenizer_dir() is None,

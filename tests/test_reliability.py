@@ -27,7 +27,7 @@ from mopd_mini.models import TINY_DIR, _quantization_config, tiny_config
 from mopd_mini.rollout import generate_answers
 from mopd_mini.tokenizer import build_tiny_tokenizer
 
-from conftest import TEACHERS
+from tests.conftest import TEACHERS
 
 
 @pytest.fixture

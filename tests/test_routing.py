@@ -10,7 +10,7 @@ import factworld
 from mopd_mini import BASE, AdapterBank, routing
 from mopd_mini.rollout import completion_logits, sample
 
-from conftest import TEACHERS
+from tests.conftest import TEACHERS
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from mopd_mini.distill import LOSSES, domain_metrics, mopd_objective
 from mopd_mini.evaluation import accuracy
 from mopd_mini.rollout import completion_logits, sample
 
-from conftest import TEACHERS
+from tests.conftest import TEACHERS
 
 DOMAINS = ("binding", "recall")
 PER_DOMAIN = ("loss", "kl", "sampled_kl", "clipped", "student_topk_mass", "teacher_topk_mass",

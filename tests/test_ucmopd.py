@@ -61,7 +61,7 @@ from mopd_mini.rollout import Rollout, completion_logits, sample  # noqa: E402
 from mopd_mini.ucmopd import (Endorsement, GoldenGain, endorsement_keep_prob, endorsement_mask,  # noqa: E402
                               entropy, golden_gain_keep, positive_advantage_density)
 
-from conftest import TEACHERS  # noqa: E402
+from tests.conftest import TEACHERS  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ def test_the_gradient_panel_draws_with_the_configs_clip():
 # ---------------------------------------------------------------------------------------------
 
 from mopd_mini import lab  # noqa: E402
-from test_plots import fake_trace  # noqa: E402
+from tests.test_plots import fake_trace  # noqa: E402
 
 
 def test_the_step_view_holds_one_steps_samples_on_scales_fixed_over_all_steps():

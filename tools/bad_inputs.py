@@ -444,7 +444,7 @@ _RUN = []
 
 def export_run(**config) -> Path:
     """A copy of a few-step tiny course run (trained once), its student's config.json edited."""
-    from tools.verl_export_tiny import tiny_run
+    from mopd_mini.export import tiny_run
 
     if not _RUN:
         tiny_run(TMP / "verl")  # into runs.RUNS_DIR (absolute here), not <work>/runs/

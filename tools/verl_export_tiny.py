@@ -3,7 +3,7 @@
     python -m tools.verl_export_tiny --out build/verl_export     # what `make check-verl` runs first
 
 So that the verl check works on a clean clone: it makes its own run (about half a CPU minute)
-under <work>/runs/verl-tiny/, then calls `mopd_mini.export.main` on it, exactly as a user would
+under <work>/runs/verl-tiny/ (mopd_mini.export.tiny_run, which the export's tests train too), then calls `mopd_mini.export.main` on it, exactly as a user would
 (`python -m mopd_mini.export verl --run runs/verl-tiny --out ...`). The run's numbers mean nothing;
 what matters is that its folders are a real course run's.
 """
@@ -11,29 +11,12 @@ what matters is that its folders are a real course run's.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
 import torch
 
-
-def tiny_run(work: Path, experiment: str = "verl-tiny") -> Path:
-    """Train teacher_binding, teacher_recall and the student for a few steps; returns the run folder."""
-    from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, load_base, train_student, train_teacher
-
-    work.mkdir(parents=True, exist_ok=True)
-    here = os.getcwd()
-    os.chdir(work)  # runs/ is relative to the working folder
-    try:
-        bank = AdapterBank(*load_base("tiny", device="cpu"))
-        small = dict(experiment=experiment, eval_every=0, progress=False, checkpoint_every=100)
-        for domain in ("binding", "recall"):
-            train_teacher(bank, GRPOConfig(domain=domain, steps=2, prompts_per_step=4, group_size=4, **small))
-        train_student(bank, MOPDConfig(steps=2, prompts_per_domain=4, topk=8, track_steps=(), eval_n=8, **small))
-    finally:
-        os.chdir(here)
-    return work / "runs" / experiment
+from mopd_mini.export import tiny_run
 
 
 def main(argv=None):

@@ -1,8 +1,8 @@
 """One cost ledger: in every trainer the cost counters (each step's cost/* columns and
 `cost.totals`) equal a count made by hand from that step's own examples and tokens, and
 `cost.flops` of the run equals the formula written out by hand, (2N + 2n) per forward token and
-(4N + 6n) per trained token. A run reloaded from disk (a second train_teacher call, or the
-baselines' Bench, which reloads its teachers) reports exactly the counters of the run that wrote it.
+(4N + 6n) per trained token. A run reloaded from disk (a second train_teacher call) reports exactly the counters of the run
+that wrote it (the baselines' Bench, which reloads its teachers: tests/studies/test_baselines.py).
 
 By hand means: prompt tokens from the tokenizer alone (the chat-formatted prompt, no padding);
 completion tokens from the sampled ids, up to and including the first end-of-turn token (or the
@@ -242,52 +242,6 @@ def test_a_reloaded_teacher_reports_the_counters_that_wrote_it(tiny, monkeypatch
     assert again.metrics == first.metrics and again.seconds == first.seconds
     assert again.ledger == first.ledger == cost.LEDGER
     check_totals(again, hand)
-
-
-def test_a_run_counted_by_older_code_says_so(tiny, monkeypatch, tmp_path):
-    """A checkpoint written before the ledger was versioned (no "ledger" in it) reloads as ledger 0,
-    and the baselines' Bench warns when its teachers are such runs: a study cannot mix their
-    counters with today's without knowing."""
-    from studies import baselines
-    monkeypatch.delenv("MOPD_FAST", raising=False)
-    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path)
-    baselines.Bench(baselines.QUICK, "old", progress=False)
-    for ckpt in tmp_path.glob("old/*/teacher_*/checkpoint.pt"):
-        state = torch.load(ckpt, weights_only=True)
-        del state["ledger"]
-        torch.save(state, ckpt)
-    with pytest.warns(UserWarning, match="older than today's"):
-        bench = baselines.Bench(baselines.QUICK, "old", progress=False)
-    assert {t.ledger for t in bench.teachers.values()} == {0}
-
-
-def test_the_baselines_bench_reloads_its_teachers_counters(monkeypatch, tmp_path):
-    """studies.baselines' Bench trains its teachers once and every later Bench (another seed's run,
-    a worker process, a re-run) reloads them: the reloaded teachers' counters equal the hand count
-    of the training run, so every pipeline's teacher share is counted by the code that trained them."""
-    from studies import baselines, study
-    from mopd_mini import grpo
-    monkeypatch.delenv("MOPD_FAST", raising=False)
-    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path)
-    seen = capture(monkeypatch, grpo)
-    first = baselines.Bench(baselines.QUICK, "ledger", progress=False)
-    tok = first.bank.tokenizer
-    stop = set(eos_ids(first.bank.model, tok))
-    per_domain = {}
-    for d in baselines.DOMAINS:
-        steps = len(first.teachers[d].metrics)
-        per_domain[d] = grpo_hand_count(tok, stop, seen[:steps], first.teachers[d].metrics)
-        del seen[:steps]
-    seen.clear()
-    again = baselines.Bench(baselines.QUICK, "ledger", progress=False)
-    assert not seen
-    for d in baselines.DOMAINS:
-        assert not again.teachers[d].trained
-        assert again.teachers[d].metrics == first.teachers[d].metrics
-        check_totals(again.teachers[d], per_domain[d])
-    stage, pipe = study.stage_and_pipeline(again, baselines.needs("mopd_pg"), study.Result("x", None, {}, 0.0))
-    both = cost.add(*(cost.totals(again.teachers[d].metrics) for d in baselines.DOMAINS))
-    assert {k: pipe[k] for k in both} == both               # MOPD's pipeline: both teachers, counted once each
 
 
 # the formula and the counters' parts, on hand-made inputs

@@ -1,77 +1,11 @@
-"""The benchmark scripts still run: each bench/ module at its smallest configuration (a few
-seconds each), printing only (docs/benchmarks.md is left alone). The figures themselves come
-from `make bench`, not from tests."""
+"""The studies still run: each at its smallest configuration (seconds to a minute), writing into
+tmp_path (the committed pages are left alone); the pages' registrations survive a rewrite."""
 
 import importlib
 import json
 
 import pytest
 from pathlib import Path
-
-SCRIPTS = {  # module: arguments of its smallest run
-    "step_vs_sft": ["--quick"],
-    "routing": ["--quick"],
-    "loss_memory": ["--quick"],
-    "loss_step": ["--quick"],
-    "stuck_gradient": ["--quick"],
-    "course_stages": ["--quick"],
-    "gpu_h200": ["--dry-run", "--no-write"],
-    "real_size_cpu": ["--quick"],
-    "bf16_floor": ["--quick", "--no-cost"],
-    "peers": ["--quick"],  # needs trl (the bench extra): skipped without it
-    "scaling": ["--quick"],  # its TRL column only where trl is installed
-}
-
-
-@pytest.mark.parametrize("name", SCRIPTS)
-def test_bench_script_runs(name, monkeypatch, tmp_path):
-    if name == "peers":
-        pytest.importorskip("trl", reason="bench.peers compares against TRL: pip install -e '.[bench]'")
-    monkeypatch.delenv("MOPD_FAST", raising=False)      # course_stages refuses the CI mode in full runs only
-    module = importlib.import_module(f"bench.{name}")
-    common = importlib.import_module("bench.common")
-    doc = tmp_path / "benchmarks.md"
-    monkeypatch.setattr(common, "DOC", doc)             # even a write would land in tmp_path
-    module.main(SCRIPTS[name] + ["--no-write"] if "--no-write" not in SCRIPTS[name] else SCRIPTS[name])
-    assert not doc.exists()
-
-
-def test_run_all_lists_every_script():
-    run_all = importlib.import_module("tools.run_all")
-    assert {m.__name__.split(".")[-1] for m, _ in run_all.BENCHMARKS.values()} == set(SCRIPTS)
-
-
-def test_sections_are_rewritten_in_place(tmp_path):
-    """write_section replaces a section and rebuilds the summary from the figures it stores."""
-    common = importlib.import_module("bench.common")
-    doc = tmp_path / "benchmarks.md"
-    common.write_section("step", "## step\n\nold", {"a figure": {"goal": "<= 2x", "measured": "3x", "ok": False}}, doc)
-    common.write_section("routing", "## routing", {"b figure": {"goal": "<= 1.1x", "measured": "1.0x", "ok": True}}, doc)
-    common.write_section("step", "## step\n\nnew", {"a figure": {"goal": "<= 2x", "measured": "1.9x", "ok": True}}, doc)
-    text = doc.read_text()
-    assert "new" in text and "old" not in text and text.count("<!-- begin:step -->") == 1
-    assert "| a figure | <= 2x | 1.9x | met |" in text and "| b figure | <= 1.1x | 1.0x | met |" in text
-    assert text.index("begin:summary") < text.index("begin:step") < text.index("begin:routing")
-
-
-def test_compare_commits_runs_a_command_on_both_trees(capsys):
-    """The helper checks out a commit in a worktree, runs the command there and here, pulls the figure
-    out of each output and removes the worktree afterwards."""
-    import subprocess
-    import sys
-
-    compare_commits = importlib.import_module("bench.compare_commits")
-    root = compare_commits.ROOT
-    code = "import mopd_mini, pathlib; print('root=', pathlib.Path(mopd_mini.__file__).parents[1]); print('x=2.5')"
-    res = compare_commits.main(["--base", "HEAD", "--repeats", "1", "--metric", "x=x=([0-9.]+)", "--",
-                                sys.executable, "-c", code])
-    assert res["base"]["x"] == res["head"]["x"] == [2.5]
-    assert "| x | 2.5 | 2.5 | 1.000x |" in capsys.readouterr().out
-    worktrees = subprocess.run(["git", "worktree", "list"], cwd=root, capture_output=True, text=True).stdout
-    assert "mopd-compare-" not in worktrees
-    with pytest.raises(ValueError, match="matched nothing"):
-        compare_commits.main(["--base", "HEAD", "--repeats", "1", "--metric", "y=y=([0-9.]+)", "--",
-                              sys.executable, "-c", "print('x=1')"])
 
 
 def test_baselines_protocol_runs_and_writes_its_page(monkeypatch, tmp_path):
@@ -117,7 +51,7 @@ def test_ablations_page_renders_from_the_saved_json(capsys):
     """studies.ablations --render: the committed docs/ablations.json gives its page again, with the
     paired per-seed intervals (nothing trained, nothing written)."""
     ablations = importlib.import_module("studies.ablations")
-    root = Path(__file__).parents[1]
+    root = Path(__file__).parents[2]
     _, summary = ablations.render(root / "docs" / "ablations.json", write=False)
     text = capsys.readouterr().out
     paired = summary["rounds"]["paired"]["round-2 student (from round-1 student)"]
@@ -290,22 +224,10 @@ def test_regimes_table_applies_the_registered_gates():
     assert regimes.decide({"n": 3, "half": 0.1, "lo": 0.05, "hi": 0.25}, above=0.0, p_adj=0.01) == "supported"
 
 
-def test_a_results_header_mentioned_in_a_sentence_does_not_cut_the_page():
-    """The benches rewrite a page below its "## Results" line only: the pre-registration above may
-    mention the header in a sentence (docs/matched.md does), and must come back whole."""
-    common = importlib.import_module("tools.provenance")
-    page = "# Study\n\nWhen it runs, it appends a `## Results` section.\n\n## Why\n\ntext\n\n## Results\n\nold\n"
-    assert common.above_header(page, "## Results") == page.split("\n## Results\n")[0] + "\n"
-    assert "## Why" in common.above_header(page, "## Results")
-    assert common.above_header("no results yet\n", "## Results") == "no results yet\n"
-    registered = (Path(__file__).parents[1] / "docs" / "matched.md").read_text()
-    assert "## Tuning: the same effort for every method" in common.above_header(registered, "## Results")
-
-
 def test_matched_each_T_names_the_machine_that_ran_it():
     """A resumed sweep on another machine must not relabel the sections it did not run."""
     from studies import matched
-    rep = json.loads((Path(__file__).parents[1] / "docs" / "matched.json").read_text())
+    rep = json.loads((Path(__file__).parents[2] / "docs" / "matched.json").read_text())
     for T, by_T in rep["by_T"].items():
         assert "machine" in by_T, f"T = {T} has no machine of its own"
         by_T["machine"] = {**by_T["machine"], "cpu": f"CPU of T{T}"}    # a different machine per T
