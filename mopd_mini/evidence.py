@@ -10,10 +10,10 @@
 The file is package data (an installed package has no docs/), trimmed from the committed study
 JSON (docs/matched.json, docs/ablations.json, docs/regimes.json) by
 
-    python -m bench.course_data
+    python -m tools.course_data
 
 which takes the matched study's paired intervals and Holm-adjusted p from the study's own code
-(bench.matched.family), so nothing here recomputes a decision; tests/test_evidence.py checks that
+(studies.matched.family), so nothing here recomputes a decision; tests/tools/test_course_data.py checks that
 the file is what that command makes from the committed JSON now (not stale).
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from statistics import fmean
 
 VIEW_PATH = Path(__file__).parent / "data" / "evidence.json"
-MADE_BY = "python -m bench.course_data"
+MADE_BY = "python -m tools.course_data"
 RIVALS = {"mopd_kl": "mixrl", "mopd_pg": "mixrl", "mopd_topk": "mixrl", "mopd_kl-rft": "rft", "mopd_kl-soft": "soft"}
 """05b's method picker: each entry is one comparison of the matched study's registered family
 (`<a>` against Mix-RL, or `<a>-<b>`)"""
@@ -49,7 +49,7 @@ def load_view(path: Path = VIEW_PATH) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
-def comparison(key: str) -> tuple[str, str]:
+def rival_pair(key: str) -> tuple[str, str]:
     """A picker entry as (a, b): "mopd_pg" -> ("mopd_pg", "mixrl"); "mopd_kl-rft" -> ("mopd_kl", "rft")."""
     a, _, b = key.partition("-")
     return a, b or RIVALS[key]
@@ -59,7 +59,7 @@ def matched_pick(view: dict, T: int, method: str) -> dict:
     """The comparison `method` (a RIVALS key) at every budget of the study, the picked T marked:
     {"a", "b", "label", "T", "m", "five", "rows": [{T, diff, lo, hi, half, per_seed, p, p_holm,
     resolved_holm, reading, n, picked}], "picked": the picked T's row}."""
-    a, b = comparison(method)
+    a, b = rival_pair(method)
     m = view["matched"]
     rows = [{**c, "T": int(t), "picked": int(t) == int(T)} for t, by in sorted(m["by_T"].items(), key=lambda kv: int(kv[0]))
             for key, c in by.items() if key == f"{a}-{b}"]

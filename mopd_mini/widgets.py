@@ -257,7 +257,7 @@ def matched_picker(view: dict | None = None, T: int = 400, method: str = "mopd_k
     view = evidence.load_view() if view is None else view
     Ts = sorted(int(t) for t in view["matched"]["by_T"])
     labels = view["matched"]["labels"]
-    options = [(f"{labels[a]} minus {labels[b]}", key) for key in evidence.RIVALS for a, b in [evidence.comparison(key)]]
+    options = [(f"{labels[a]} minus {labels[b]}", key) for key in evidence.RIVALS for a, b in [evidence.rival_pair(key)]]
     controls = {"T": ToggleButtons(options=[(f"T = {t}", t) for t in Ts], value=T, description="budget"),
                 "method": Dropdown(options=options, value=method, description="comparison",
                                    layout={"width": "max-content"})}

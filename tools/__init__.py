@@ -8,6 +8,8 @@
     notebook_soak     one notebook executed many times, headless, while training competes for the cores
     verl_export_tiny  a few-step tiny course run exported for verl (what `make check-verl` runs first)
     check_verl        verl's own loader judges that export (run with .venv-verl's Python)
+    course_data       the evidence pickers' package data (mopd_mini/data/evidence.json) from docs/*.json
+    jupyterlab_check  the course's widgets driven in a real JupyterLab in Chromium (Playwright; not CI)
 
 verl-requirements.txt pins what `make check-verl` installs into .venv-verl beside verl.
 Each runs alone (`python -m tools.<name>`; check_verl as `python tools/check_verl.py`);

@@ -1,5 +1,5 @@
 """The widgets of notebooks 05b, 06 and 07 read mopd_mini/data/evidence.json: it is what
-`python -m bench.course_data` makes from the committed study JSON now, each pick maps to the
+`python -m tools.course_data` makes from the committed study JSON now, each pick maps to the
 values of that JSON (the matched study's decisions as bench.matched computes them), and every
 figure of a pick says what it draws."""
 
@@ -12,11 +12,12 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 
-from bench import course_data, matched  # noqa: E402
+from studies import matched  # noqa: E402
+from tools import course_data  # noqa: E402
 from mopd_mini import evidence  # noqa: E402
-from test_plots import assert_labelled  # noqa: E402
+from tests.test_plots import assert_labelled  # noqa: E402
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 VIEW = evidence.load_view()
 
 
@@ -46,7 +47,7 @@ def test_the_view_ships_as_package_data():
 @pytest.mark.parametrize("method", list(evidence.RIVALS))
 def test_a_matched_pick_is_the_studys_holm_corrected_comparison(method):
     fam = matched.family(json.loads((ROOT / "docs" / "matched.json").read_text()))
-    a, b = evidence.comparison(method)
+    a, b = evidence.rival_pair(method)
     for T in (100, 200, 400):
         pick = evidence.matched_pick(VIEW, T, method)
         want = fam[(T, a, b)]
@@ -62,7 +63,7 @@ def test_05bs_question_has_the_answer_the_json_gives():
     fam = matched.family(json.loads((ROOT / "docs" / "matched.json").read_text()))
     survivors = sorted((T, a) for (T, a, b), v in fam.items() if v["resolved_holm"] and v["n"] >= matched.FIVE)
     assert {m: evidence.told_apart(VIEW, m) for m in evidence.RIVALS} == {
-        m: [T for T, a in survivors if (a, evidence.comparison(m)[1]) == evidence.comparison(m)] for m in evidence.RIVALS}
+        m: [T for T, a in survivors if (a, evidence.rival_pair(m)[1]) == evidence.rival_pair(m)] for m in evidence.RIVALS}
     kl_rft = evidence.matched_pick(VIEW, 400, "mopd_kl-rft")["picked"]
     assert kl_rft["resolved"] and not kl_rft["resolved_holm"]
     with pytest.raises(KeyError, match="T = 300"):

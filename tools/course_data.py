@@ -1,12 +1,12 @@
 """The course's widget data: mopd_mini/data/evidence.json, trimmed from the committed study JSON.
 
-    python -m bench.course_data            # write it (seconds; reads docs/*.json, trains nothing)
-    python -m bench.course_data --check    # exit 1 if the committed file is not what it would write
+    python -m tools.course_data            # write it (seconds; reads docs/*.json, trains nothing)
+    python -m tools.course_data --check    # exit 1 if the committed file is not what it would write
 
 Notebooks 05b, 06 and 07 draw their widgets from that file (mopd_mini.evidence), so an installed
 package, which has no docs/, has them too. The matched study's comparisons are taken from the
 study's own code (bench.matched.family: paired 95% t-intervals, Holm-adjusted over the registered
-family), so the widget shows the decisions the page prints; tests/test_evidence.py runs --check.
+family), so the widget shows the decisions the page prints; tests/tools/test_course_data.py runs --check.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 
 from mopd_mini import evidence
 
-from . import matched
-from .baselines import LABEL
+from studies import matched
+from studies.baselines import LABEL
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -86,7 +86,7 @@ def text(view: dict) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.course_data", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.course_data", description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="exit 1 if the committed file is stale")
     args = p.parse_args(argv)
     new = text(make())
