@@ -394,7 +394,7 @@ def check_model(name: str) -> None:
     few seconds instead of the hub client's minute of retries (HF_HUB_OFFLINE=1: the cache only)."""
     import os
 
-    from .models import QWEN3_RANDOM, TINY, TINY_OTHER
+    from ..models import QWEN3_RANDOM, TINY, TINY_OTHER
 
     if name in (TINY, TINY_OTHER, QWEN3_RANDOM) or os.path.isdir(os.path.expanduser(name)):
         return
@@ -422,7 +422,7 @@ def check_writable(experiment: str | None) -> None:
     """runs/<experiment>/ can be created and written (a file made and removed), before any compute."""
     import tempfile
 
-    from . import runs
+    from .. import runs
 
     if experiment is None:
         return
@@ -456,8 +456,8 @@ def check_output(folder: Path, name: str, inputs: tuple[str, ...] = (), force: b
     """The adapter a command writes may not be one it reads, a teacher's (teacher_<domain>, unless
     the command trains teachers), an adapter that no resumable run owns (a teacher copied in, a
     merge, ...; unless `force`, for merge), nor a run of another trainer than `role`."""
-    from . import DOMAINS
-    from .evaluation import TEACHER_OF
+    from .. import DOMAINS
+    from ..evaluation import TEACHER_OF
 
     if name in inputs:
         raise ValueError(f"{name!r} is both an input of this command and the adapter it writes; give "
@@ -482,7 +482,7 @@ def prepare(args, experiment: str | None, writes: tuple[str, ...] = (), reads: t
             role: str | None = None) -> Path:
     """Everything checked before the base loads: names, the adapters read (in the --from-experiment
     folder), the one written, the device, the model and the run folder. Returns the folder read from."""
-    from .adapters import BASE
+    from ..adapters import BASE
 
     if experiment is not None:
         check_name("--experiment", experiment)
@@ -518,8 +518,8 @@ def prepare(args, experiment: str | None, writes: tuple[str, ...] = (), reads: t
 
 def _bank(args, folder: Path | None = None, names=()):
     """The base of --model on --device, with the adapters `names` loaded from `folder`."""
-    from . import AdapterBank, load_base
-    from .adapters import BASE
+    from .. import AdapterBank, load_base
+    from ..adapters import BASE
 
     bank = AdapterBank(*load_base(args.model, device=args.device))
     for name in dict.fromkeys(n for n in names if n != BASE):
@@ -540,14 +540,14 @@ def _report(name: str, run) -> None:
 
 
 def _run_folder(experiment: str) -> Path:
-    from . import runs
+    from .. import runs
 
     return runs.RUNS_DIR / experiment
 
 
 def _grpo(args, configs: list) -> int:
     """Train each GRPO config in turn (teachers, Mix-RL, a cascade), its init_from loaded first."""
-    from . import train_teacher
+    from .. import train_teacher
 
     experiment = configs[0].experiment
     inputs = tuple(c.init_from for c in configs if c.init_from)
@@ -560,7 +560,7 @@ def _grpo(args, configs: list) -> int:
 
 
 def cmd_teachers(args) -> int:
-    from . import DOMAINS, GRPOConfig
+    from .. import DOMAINS, GRPOConfig
 
     domains = getattr(args, "domain", None) or list(DOMAINS)
     domains = [domains] if isinstance(domains, str) else list(domains)
@@ -572,7 +572,7 @@ def cmd_teachers(args) -> int:
 
 
 def cmd_mix_rl(args) -> int:
-    from . import DOMAINS, GRPOConfig
+    from .. import DOMAINS, GRPOConfig
 
     domains = tuple(getattr(args, "domain", None) or DOMAINS)
     if len(domains) < 2:
@@ -595,8 +595,8 @@ def _trained_domains(folder: Path, adapter: str) -> tuple[str, ...]:
 def cmd_cascade(args) -> int:
     """Cascade RL as the course runs it: GRPO on --domain started from --init-from, named
     cascade_<first>_<domain>, with the first stage's domains kept in the evaluation."""
-    from . import GRPOConfig
-    from .evaluation import TEACHER_OF
+    from .. import GRPOConfig
+    from ..evaluation import TEACHER_OF
 
     source = getattr(args, "from_experiment", None) or GRPOConfig.for_model(
         args.model, **config_values(GRPOConfig, args)).experiment
@@ -612,7 +612,7 @@ def cmd_cascade(args) -> int:
 
 
 def cmd_distill(args) -> int:
-    from . import MOPDConfig, train_student
+    from .. import MOPDConfig, train_student
 
     cfg = config_from_args(MOPDConfig, args, args.model)
     if cfg.experiment is None:
@@ -628,7 +628,7 @@ def cmd_distill(args) -> int:
 
 def cmd_offline(args) -> int:
     """RFT (loss sft) or soft labels (loss soft): the teachers sample once (cached), the student trains."""
-    from . import OfflineConfig, collect, train_offline
+    from .. import OfflineConfig, collect, train_offline
 
     cfg = config_from_args(OfflineConfig, args, args.model, loss=args.offline_loss)
     inputs = tuple(cfg.route.values())
@@ -659,8 +659,8 @@ def cmd_merge(args) -> int:
     """Param-Merge: merge.merge on the named adapters, saved as runs/<experiment>/<name>/."""
     import json
 
-    from . import runs
-    from .adapters import atomic_write
+    from .. import runs
+    from ..adapters import atomic_write
 
     weights = dict(args.weights)
     if len(weights) < len(args.weights):
@@ -674,7 +674,7 @@ def cmd_merge(args) -> int:
     if (runs.RUNS_DIR / args.experiment / name / "checkpoint.pt").exists():
         raise ValueError(f"{runs.RUNS_DIR / args.experiment / name} holds a training run; a merge cannot "
                          "replace it: give the merge another --name")
-    from .merge import merge
+    from ..merge import merge
 
     bank = _bank(args, folder, weights)
     merge(bank, name, weights, how=args.how, density=args.density,
@@ -708,9 +708,9 @@ def evaluate_folder(args) -> str:
                          "check --runs-dir and --experiment, or train with `mopd-mini teachers` / `distill`")
     check_device(args.device)
     check_model(args.model)
-    from . import BASE, evaluate, format_scores, format_table, normalised_scores
-    from .domains import get_domains
-    from .evaluation import TEACHER_OF
+    from .. import BASE, evaluate, format_scores, format_table, normalised_scores
+    from ..domains import get_domains
+    from ..evaluation import TEACHER_OF
 
     domains = get_domains(args.domains)   # the course's by default; the regime study's by name
     bank = _bank(args, folder, names)
@@ -785,7 +785,7 @@ def _common(p: argparse.ArgumentParser, reads: bool = False) -> None:
 
 
 def _teachers_parser(t) -> None:
-    from . import GRPOConfig
+    from .. import GRPOConfig
 
     _common(t, reads=True)
     add_config_flags(t, GRPOConfig, overrides={"domain": dict(nargs="+", type=str, metavar="DOMAIN", help=(
@@ -794,7 +794,7 @@ def _teachers_parser(t) -> None:
 
 
 def _mix_rl_parser(t) -> None:
-    from . import GRPOConfig
+    from .. import GRPOConfig
 
     _common(t, reads=True)
     add_config_flags(t, GRPOConfig, overrides={"domain": dict(nargs="+", type=str, metavar="DOMAIN", help=
@@ -803,7 +803,7 @@ def _mix_rl_parser(t) -> None:
 
 
 def _cascade_parser(t) -> None:
-    from . import GRPOConfig
+    from .. import GRPOConfig
 
     _common(t, reads=True)
     add_config_flags(t, GRPOConfig, overrides={
@@ -816,7 +816,7 @@ def _cascade_parser(t) -> None:
 
 
 def _distill_parser(d) -> None:
-    from . import MOPDConfig
+    from .. import MOPDConfig
 
     _common(d, reads=True)
     add_config_flags(d, MOPDConfig, overrides={"teachers": dict(metavar="DOMAIN=TEACHER")})
@@ -824,7 +824,7 @@ def _distill_parser(d) -> None:
 
 def _offline_parser(loss: str):
     def build(o) -> None:
-        from . import OfflineConfig
+        from .. import OfflineConfig
 
         _common(o, reads=True)
         add_config_flags(o, OfflineConfig, skip=("loss",), overrides={"name": dict(
@@ -834,8 +834,8 @@ def _offline_parser(loss: str):
 
 
 def _merge_parser(m) -> None:
-    from .merge import HOWS
-    from .runs import experiment_name
+    from ..merge import HOWS
+    from ..runs import experiment_name
 
     _common(m, reads=True)
     g = m.add_argument_group("the merge (mopd_mini.merge.merge)")
@@ -856,7 +856,7 @@ def _merge_parser(m) -> None:
 
 
 def _evaluate_parser(e) -> None:
-    from .runs import experiment_name
+    from ..runs import experiment_name
 
     _common(e)
     g = e.add_argument_group("evaluation")
@@ -934,7 +934,7 @@ def main(argv: list[str] | None = None) -> int:
         print("bench.results is not importable here (it lives in a checkout of the project, not in the "
               "installed package): the table of the run folder instead", file=sys.stderr)
     args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
-    from . import runs
+    from .. import runs
 
     saved = runs.RUNS_DIR
     if getattr(args, "runs_dir", None):
@@ -949,7 +949,3 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         runs.RUNS_DIR = saved
-
-
-if __name__ == "__main__":
-    sys.exit(main())
