@@ -87,6 +87,8 @@ def check_loop(cfg) -> None:
     check_experiment(cfg.experiment)
 
 
+HOWS = ("linear", "cat", "ties", "dare_ties")
+"""how `merge.merge` combines adapters: peft's factor-wise linear, the exact weighted sum (cat), ties, dare_ties"""
 TEACHER_OF = "teacher_{}"  # the adapter name of domain d's teacher
 SCORING_MODES = ("mixed", "swap")
 """how the routed teachers score a batch (`routing.score`): one pass with per-row adapters, or one pass per teacher"""

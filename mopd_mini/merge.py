@@ -32,8 +32,8 @@ import torch
 from peft.tuners.lora import LoraLayer
 
 from .adapters import BASE, AdapterBank, check_adapter_name
+from .config import HOWS  # noqa: F401  (in the torch-free config module, for the command line's --help)
 
-HOWS = ("linear", "cat", "ties", "dare_ties")
 NEEDS_DENSITY = ("ties", "dare_ties")
 
 
