@@ -8,7 +8,7 @@
     mopd-mini merge --weights teacher_binding=1 teacher_recall=1 --how cat   # baseline: Param-Merge
     mopd-mini evaluate                       # accuracy table and normalised scores of a run folder (--domains chain ...)
     mopd-mini export verl --run runs/course --out build/verl   # the run for verl (mopd_mini.export)
-    mopd-mini results                        # python -m bench.results (in a checkout), else the table
+    mopd-mini results                        # docs/results.md from the runs of python -m studies.results
     mopd-mini course --fast                  # python -m mopd_mini.course: execute every notebook
     python -m mopd_mini.cli ...              # the same without the console script
 
@@ -65,14 +65,14 @@ def check_model(name: str) -> None:
 
 
 def _bench_results():
-    """bench.results from the checkout the command runs in, or None (an installed package has no bench/)."""
-    here = str(Path.cwd())
-    if (Path(here) / "bench" / "results.py").is_file() and here not in sys.path:
-        sys.path.insert(0, here)  # a console script's sys.path starts at its bin/, not at the checkout
+    """The module `mopd-mini results` hands its flags to: mopd_mini.results_page (the learning-results
+    page from the finished runs of runs/results/), or None where it cannot be imported (then the
+    table of evaluate). The name is the one it had when the page's code lived in bench/results.py."""
     try:
-        return importlib.import_module("bench.results")
+        from .. import results_page
     except ImportError:
         return None
+    return results_page
 
 
 def _exit_code(value) -> int:
@@ -134,8 +134,9 @@ COMMANDS = {  # name: (help, description); its flags: parsers.BUILDERS[name], wh
               "dare_ties) and save the result as runs/<experiment>/<name>/ (with merge.json)."),
     "evaluate": ("accuracy table and normalised scores of a run folder's adapters",
                  "Accuracy table and normalised scores of a run folder's adapters."),
-    "results": ("the learning results: python -m bench.results in a checkout (its own flags); elsewhere "
-                "the table of evaluate", "The table of evaluate (bench.results is not importable here)."),
+    "results": ("the learning results page (docs/results.md) from the finished runs of runs/results/ "
+                "(its own flags; python -m studies.results trains them)",
+                "The table of evaluate (mopd_mini.results_page is not importable here)."),
 }
 
 
@@ -165,10 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         return delegate(DELEGATED[argv[0]][0], argv[1:], argv[0])
     if argv and argv[0] == "results":
         results = _bench_results()
-        if results is not None:  # the course's learning results: bench.results with its own flags
+        if results is not None:  # the course's learning results page, with its own flags
             return _exit_code(results.main(argv[1:]))
-        print("bench.results is not importable here (it lives in a checkout of the project, not in the "
-              "installed package): the table of the run folder instead", file=sys.stderr)
+        print("mopd_mini.results_page is not importable here: the table of the run folder instead",
+              file=sys.stderr)
     args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
     from .. import runs
 
