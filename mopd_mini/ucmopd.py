@@ -35,10 +35,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .losses import _check_shapes
+from .losses import CHUNK_ELEMENTS, _check_shapes
 from .config import Endorsement, GoldenGain  # noqa: F401  (the options live with MOPDConfig in the torch-free config module)
-
-_CHUNK_ELEMENTS = 1 << 20
 
 
 def positive_advantage_density(advantages: Tensor, mask: Tensor) -> Tensor:
@@ -65,7 +63,7 @@ def entropy(logits: Tensor) -> Tensor:
     V = logits.shape[-1]
     flat = logits.reshape(-1, V)
     out = torch.empty(len(flat), dtype=torch.promote_types(logits.dtype, torch.float32), device=logits.device)
-    step = max(1, _CHUNK_ELEMENTS // V)
+    step = max(1, CHUNK_ELEMENTS // V)
     for i in range(0, len(flat), step):
         logp = flat[i:i + step].to(out.dtype).log_softmax(-1)                  # (n, V)
         out[i:i + step] = -(logp.exp() * logp).sum(-1)
@@ -92,8 +90,3 @@ def endorsement_mask(teacher_logprobs: Tensor, teacher_entropy: Tensor, advantag
     keep = (u < w).to(w.dtype) * M
     dropped = (M - keep).sum() / M.sum().clamp(min=1)
     return keep, {"keep_prob": w, "masked_fraction": dropped}
-
-
-# ---------------------------------------------------------------------------------------------
-# the options, as MOPDConfig fields (None: off)
-# ---------------------------------------------------------------------------------------------
