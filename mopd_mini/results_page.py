@@ -9,7 +9,8 @@ for each loss form and seed, on the tiny default.
 
 Teachers are trained once (seed 0) and shared by every student, as in the FactWorld experiment; each
 student is a fresh adapter trained by `train_student` with the tiny preset. `learning_runs` reloads
-(or, for the study, trains) them and evaluates them; `write_page` renders the page. Nothing here imports torch until a command runs, so `mopd-mini results --help` is quick.
+(or, for the study, trains) them and evaluates them; `write_page` renders the page. Nothing here
+imports torch until a command runs, so `mopd-mini results --help` is quick.
 """
 
 from __future__ import annotations
