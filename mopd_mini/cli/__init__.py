@@ -38,6 +38,7 @@ from pathlib import Path
 
 from . import checks
 from .checks import check_device, check_name  # noqa: F401  (mopd_mini.cli's names, as before the split)
+from .commands import prepare  # noqa: F401  (docs/reliability.md names cli.prepare)
 from .flags import add_config_flags, config_from_args, config_values, field_docs, flag_spec  # noqa: F401
 
 # ---------------------------------------------------------------------------------------------
