@@ -16,11 +16,10 @@ docs/benchmarks.md, each its own section (`python -m tools.run_all` runs them al
     gpu_h200         one MOPD step at batch 16 on one GPU, bf16 and 4-bit (`--dry-run` on a CPU)
     compare_commits  a change against an earlier commit (a git worktree): any benchmark command, both sides
     common           side-by-side timing, peak memory, the steps compared, the page's sections
-    results          the 3-seed table of evaluate (docs/results.md; `mopd-mini results` reads it)
 
 Each script runs alone (`python -m bench.<name>`) and rewrites only its own section of the page.
 The studies live in studies/, the tools in tools/; bench/<name>.py for each module that left
-(study, baselines, matched, ablations, regimes, teacher_headroom; bad_inputs, notebook_soak,
+(study, baselines, matched, ablations, regimes, teacher_headroom, results; bad_inputs, notebook_soak,
 check_verl, verl_export_tiny, run_all, findings) is an alias (bench/_moved.py) that keeps
 `python -m bench.<name>`, the command the pages quote, working.
 """

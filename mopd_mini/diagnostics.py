@@ -38,7 +38,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from .losses import _CHUNK_ELEMENTS, _check_logits, _check_shapes, _upcast, log_softmax_at
+from .losses import CHUNK_ELEMENTS, _check_logits, _check_shapes, _upcast, log_softmax_at
 
 
 def stuck_mask(student_logprobs: Tensor, teacher_logprobs: Tensor, mask: Tensor,
@@ -203,7 +203,7 @@ def grad_norms(forms, student_logits: Tensor, mask: Tensor, *, teacher_logits: T
     dtype = _upcast(z[:0]).dtype
     out = {f: torch.zeros(B * T, dtype=dtype, device=z.device) for f in forms}
     rows = mask.reshape(B * T).nonzero().squeeze(1)                    # (R,) flat completion positions
-    for idx in rows.split(chunk_size or max(1, _CHUNK_ELEMENTS // V)):
+    for idx in rows.split(chunk_size or max(1, CHUNK_ELEMENTS // V)):
         r = Rows(z[idx], {**{k: None if v is None else v[idx] for k, v in flat.items()},
                           "topk_correction": topk_correction})
         for f in forms:

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
@@ -62,177 +61,16 @@ from . import diagnostics
 from . import routing
 from .adapters import AdapterBank
 from .domains import get_domains
-from .evaluation import TEACHER_OF, accuracy_by_length
+from .evaluation import accuracy_by_length
 from .losses import (jsd_loss, masked_mean, pg_loss, policy_gradient_loss, reverse_kl, soft_label_kl,
                      topk_reverse_kl)
 from .rollout import (Rollout, check_budget, completion_logits, concat, pack, prefill_reusable, sample,
                       token_logprobs)
-from .ucmopd import (Endorsement, GoldenGain, endorsement_mask, entropy, golden_gain_keep,
+from .ucmopd import (endorsement_mask, entropy, golden_gain_keep,
                      positive_advantage_density)
-from .runs import Run, adamw, check_loop, guarded_step, preset, teacher_manifest, train_mode
-from .validate import validate
-
-FORMS = ("pg", "topk", "kl")
-"""the three forms of the reverse KL, computed every step for logging whatever the loss"""
-LOSSES = FORMS + ("fkl", "jsd")
-"""every loss MOPDConfig.loss can name: the three forms, then the cures (computed only when chosen)"""
-PREFIXES = ("teacher", "gold")
-
-
-@dataclass
-class MOPDConfig:
-    """Settings for the MOPD student (defaults: the tiny model's; see `for_model`)."""
-
-    loss: str = "pg"
-    """which loss to minimise: a form of the reverse KL, pg (the paper's default), topk or kl; or fkl
-    (the on-policy forward KL) or jsd (the generalised JSD with `beta`)"""
-    clip: float | None = 5.0
-    """pg: the advantage is clipped to [-clip, clip] (None: no clip); the paper uses 5"""
-    topk: int = 64
-    """topk: size of the teacher's top-k set (the paper uses 64); also the logged top-k masses"""
-    topk_correction: bool = True
-    """topk: add the paper's `- p_S + p_T` bias correction (False: the naive truncated sum)"""
-    topk_support: bool = False
-    """topk: local support matching, the reverse KL between student and teacher both renormalised over the
-    teacher's top-k set (arXiv 2603.25562); topk_correction then has no effect (its terms sum to 0)"""
-    beta: float = 0.5
-    """jsd: the interpolation, TRL's GKD convention: M = beta p_T + (1 - beta) p_S; 0 is the forward KL, 1 the reverse KL"""
-    lmbda: float = 1.0
-    """GKD's on-policy fraction: with probability 1 - lmbda a step's prefixes come from `lmbda_prefix`
-    instead of the student's samples (1: always on-policy); < 1 needs a full-distribution loss (not pg)"""
-    lmbda_prefix: str = "teacher"
-    """where an off-policy step's prefixes come from: "teacher" (each domain's completions sampled by its own
-    routed teacher) or "gold" (the gold answer's tokens and the end of turn)"""
-    top_p: float = 1.0
-    """nucleus truncation of the student's rollouts (1: none; arXiv 2603.25562 samples with top-p); the loss
-    still reads the student's untruncated distribution"""
-    steps: int = 300
-    """optimizer steps"""
-    prompts_per_domain: int = 8
-    """prompts of each domain per step, one student completion each (N = 1)"""
-    domains: tuple[str, ...] = ("binding", "recall")
-    """the domains to compose; each needs a teacher adapter named teacher_<domain>"""
-    lr: float = 1e-3
-    """AdamW learning rate of the student adapter (Qwen3 in the original: 1e-4)"""
-    temperature: float = 1.0
-    """student sampling temperature (1: on-policy; the paper uses 1)"""
-    max_new_tokens: int = 4
-    """completion budget: the answer, its period and the end of turn (tiny: 3 tokens; Qwen3's tokenizer: up to 6, e.g. `v127.`)"""
-    min_new_tokens: int = 0
-    """no end of turn before this many tokens (0: none); only bench.scaling sets it, to time long completions"""
-    grad_clip: float = 1.0
-    """max global gradient norm"""
-    scoring: str = "mixed"
-    """how teachers run: "mixed" (one pass, per-row adapters) or "swap" (one pass per teacher)"""
-    eval_every: int = 25
-    """greedy accuracy on test prompts every this many steps (0: never)"""
-    eval_n: int = 64
-    """test prompts per domain and evaluated length"""
-    eval_split: str = "test"
-    """which split the periodic evaluations use: "test", or "val" when choosing hyperparameters"""
-    track_steps: tuple[int, ...] = (1, 10, 25, 50, 100, 200, 300)
-    """steps at which per-token tensors of the tracked prompts are recorded (before that step's update)"""
-    track_prompts: int = 4
-    """fixed test prompts per domain whose per-token KL and advantage are recorded"""
-    student: str = "student"
-    """the student adapter's name (re-created fresh: zero-initialised)"""
-    init_from: str | None = None
-    """an adapter in the bank the student starts from (a copy; e.g. multi-round MOPD); None: fresh, B = 0"""
-    seed: int = 0
-    """seeds the student's init, the prompts and the sampling"""
-    experiment: str | None = "course"
-    """runs/<experiment>/<student>/ holds the run; None keeps it in memory"""
-    checkpoint_every: int = 50
-    """steps between checkpoints (a killed run resumes from the last one)"""
-    progress: bool = True
-    """show a progress bar"""
-    gradient_checkpointing: bool = False
-    """recompute activations in the backward (on in the Qwen3 presets: fits a 24 GB GPU)"""
-    compact_teachers: bool = False
-    """hold the routed teacher adapters in the base's dtype when it is bf16 / fp16 (`AdapterBank.compact`:
-    half their memory, the fused routed update; scores within bf16's own rounding, tests/test_compact.py).
-    They stay compacted in the bank after the run (frozen: reload one to train it). No effect on an
-    fp32 base, on "base" or on foreign teachers. Off by default"""
-    teachers: dict[str, str] | None = None
-    """domain -> teacher name where it is not teacher_<domain>: another adapter, "base" (the stage-1
-    base), or a foreign teacher (`bank.add_foreign`); None: every domain to teacher_<domain>"""
-    golden_gain: GoldenGain | None = None
-    """UCMOPD's Golden-Gain Enhancement (None: off; GoldenGain() the paper's settings)"""
-    endorsement: Endorsement | None = None
-    """UCMOPD's Teacher-Endorsement Filtering (None: off; Endorsement() to switch it on)"""
-    stuck_p: float = 0.9
-    """the stuck detector (logged, never trained on; docs/stuck.md): a sampled token is stuck when the
-    student gives it more than this probability and the teacher less than e^stuck_teacher_logp"""
-    stuck_teacher_logp: float = -5.0
-    """the stuck detector: the teacher's log-prob of the token below this (-5: under 0.67%)"""
-    stuck_warn_share: float = 0.02
-    """a StuckWarning (once per domain and run, kept in warnings.json) when a domain's stuck share
-    stays above this for stuck_window consecutive steps (1: never); 0.02 is about one stuck token a
-    step in a batch of 8 chain completions"""
-    stuck_window: int = 50
-    """the stuck detector: consecutive steps above stuck_warn_share before it warns (longer than the
-    early streaks of a student that is still learning: docs/stuck.md)"""
-
-    def __post_init__(self):
-        if isinstance(self.domains, list):  # a str stays one, for check() to refuse (validate)
-            self.domains = tuple(self.domains)
-
-    @classmethod
-    def for_model(cls, model: str = "tiny", **overrides) -> "MOPDConfig":
-        """Defaults for a model size: the tiny model's, or the FactWorld experiment's for Qwen3.
-        Under MOPD_FAST=1 (the CI mode) steps halve and runs go to runs/<experiment>-fast/."""
-        qwen3 = dict(lr=1e-4, max_new_tokens=8, steps=200, eval_n=100, gradient_checkpointing=True,
-                     track_steps=(1, 10, 25, 50, 100, 200))
-        return preset(cls, model, qwen3, overrides)
-
-    def check(self) -> None:
-        validate(self)  # every field by its annotation first: the checks below compare numbers
-        if self.loss not in LOSSES:
-            raise ValueError(f"unknown loss {self.loss!r}; valid losses: {LOSSES}")
-        if self.scoring not in routing.MODES:
-            raise ValueError(f"unknown scoring {self.scoring!r}; valid: {routing.MODES}")
-        if self.clip is not None and not self.clip > 0:
-            raise ValueError(f"clip must be > 0, or None for no clip; got {self.clip}")
-        if self.topk < 1:
-            raise ValueError(f"topk must be >= 1, got {self.topk}")
-        if not 0 <= self.beta <= 1:
-            raise ValueError(f"beta must be in [0, 1] (0: forward KL, 1: reverse KL; jsd), got {self.beta}")
-        if not 0 <= self.lmbda <= 1:
-            raise ValueError(f"lmbda (the on-policy fraction) must be in [0, 1], got {self.lmbda}")
-        if self.lmbda_prefix not in PREFIXES:
-            raise ValueError(f"unknown lmbda_prefix {self.lmbda_prefix!r}; valid: {PREFIXES}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1] (1: no truncation), got {self.top_p}")
-        if self.lmbda < 1 and self.loss == "pg":
-            raise ValueError("lmbda < 1 needs a loss on the teacher's full distribution (kl, fkl, jsd or topk): "
-                             "MOPD-PG's advantage is a single-sample estimate that holds only for tokens the "
-                             "student sampled, and an off-policy step's tokens are the teacher's (or the gold)")
-        if self.lmbda < 1 and self.golden_gain is not None:
-            raise ValueError("lmbda < 1 and golden_gain cannot be combined: Golden-Gain compares the student's "
-                             "own samples, which an off-policy step does not have; use one of them")
-        if self.prompts_per_domain < 1:
-            raise ValueError(f"prompts_per_domain must be >= 1, got {self.prompts_per_domain}")
-        get_domains(self.domains)
-        unknown = sorted(set(self.teachers or {}) - set(self.domains))
-        if unknown:
-            raise ValueError(f"teachers names domain(s) {unknown} that are not in domains={self.domains}; "
-                             "route only the domains being distilled")
-        if self.golden_gain is not None:
-            self.golden_gain.check()
-        if not 0 <= self.stuck_p < 1:
-            raise ValueError(f"stuck_p must be in [0, 1) (a probability the student exceeds), got {self.stuck_p}")
-        if not self.stuck_teacher_logp <= 0:
-            raise ValueError(f"stuck_teacher_logp must be <= 0 (a log-prob; -5 is 0.67%), got {self.stuck_teacher_logp}")
-        if not 0 <= self.stuck_warn_share <= 1:
-            raise ValueError(f"stuck_warn_share must be in [0, 1] (1: never warn), got {self.stuck_warn_share}")
-        if self.stuck_window < 1:
-            raise ValueError(f"stuck_window must be >= 1 (steps), got {self.stuck_window}")
-        check_loop(self)
-
-    @property
-    def route(self) -> dict[str, str]:
-        return {d: (self.teachers or {}).get(d, TEACHER_OF.format(d)) for d in self.domains}
-
+from .runs import Run, adamw, guarded_step, teacher_manifest, train_mode
+# the config and its UCMOPD options live in the torch-free config module; importable from here as before
+from .config import FORMS, LOSSES, PREFIXES, Endorsement, GoldenGain, MOPDConfig  # noqa: F401
 
 # ---------------------------------------------------------------------------------------------
 # the objective: every form of the per-token reverse KL, from one student forward

@@ -27,8 +27,7 @@ import factworld
 from .adapters import AdapterBank
 from .domains import EVAL_SPLITS, Domain, get_domains
 from .rollout import generate_answers
-
-TEACHER_OF = "teacher_{}"  # the adapter name of domain d's teacher
+from .config import TEACHER_OF  # noqa: F401  (the adapter name of domain d's teacher; kept importable from here)
 
 
 def accuracy(model, tokenizer, examples, max_new_tokens: int = 8) -> float:

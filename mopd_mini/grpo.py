@@ -26,7 +26,6 @@ is no PPO clip and no reference-model KL term.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
@@ -34,92 +33,11 @@ from tqdm.auto import tqdm
 from . import cost
 from .adapters import AdapterBank
 from .domains import get_domains
-from .evaluation import TEACHER_OF, accuracy_by_length
+from .evaluation import accuracy_by_length
 from .losses import group_advantages, policy_gradient_loss
 from .rollout import check_budget, completion_logits, prefill_reusable, sample, token_logprobs
-from .runs import Run, adamw, check_loop, guarded_step, preset, train_mode
-from .validate import validate
-
-
-@dataclass
-class GRPOConfig:
-    """Settings for one teacher (defaults: the tiny model's, tuned; see `for_model`)."""
-
-    domain: str | tuple[str, ...] = "binding"
-    """the domain this adapter learns ("binding" or "recall"), or a tuple of domains (Mix-RL)"""
-    steps: int = 200
-    """optimizer steps"""
-    prompts_per_step: int = 8
-    """P: distinct prompts of each domain per step"""
-    group_size: int = 8
-    """G: completions sampled per prompt; the advantage is normalised within each group"""
-    lr: float = 1e-3
-    """AdamW learning rate (LoRA on the tiny model: 1e-3; Qwen3 in the original: 1e-4)"""
-    temperature: float = 1.0
-    """sampling temperature of the rollouts"""
-    max_new_tokens: int = 4
-    """completion budget: the answer, its period and the end of turn (tiny: 3 tokens; Qwen3's tokenizer: up to 6, e.g. `v127.`)"""
-    grad_clip: float = 1.0
-    """max global gradient norm"""
-    eval_every: int = 25
-    """greedy accuracy on held-out test prompts every this many steps (0: never)"""
-    eval_n: int = 64
-    """test prompts per evaluated length"""
-    eval_split: str = "test"
-    """which split the periodic evaluations use: "test", or "val" when choosing hyperparameters"""
-    seed: int = 0
-    """seeds the adapter's init, the prompts and the sampling"""
-    experiment: str | None = "course"
-    """runs/<experiment>/<adapter>/ holds the run; None keeps it in memory"""
-    checkpoint_every: int = 50
-    """steps between checkpoints (a killed run resumes from the last one)"""
-    progress: bool = True
-    """show a progress bar"""
-    gradient_checkpointing: bool = False
-    """recompute activations in the backward (on in the Qwen3 presets: fits a 24 GB GPU)"""
-    name: str | None = None
-    """the adapter's name (None: teacher_<domain> for one domain, mixrl for several)"""
-    init_from: str | None = None
-    """an adapter in the bank to start from (a copy of it; Cascade RL, multi-round); None: fresh, B = 0"""
-    eval_domains: tuple[str, ...] = ()
-    """domains evaluated besides the trained ones (a cascade keeps its first domain here)"""
-
-    def __post_init__(self):
-        if isinstance(self.eval_domains, list):  # a str stays one, for check() to refuse (validate)
-            self.eval_domains = tuple(self.eval_domains)
-
-    @classmethod
-    def for_model(cls, model: str = "tiny", **overrides) -> "GRPOConfig":
-        """Defaults for a model size: the tiny model's, or the FactWorld experiment's for Qwen3.
-        Under MOPD_FAST=1 (the CI mode) steps halve and runs go to runs/<experiment>-fast/."""
-        qwen3 = dict(lr=1e-4, max_new_tokens=8, eval_n=100, gradient_checkpointing=True)
-        return preset(cls, model, qwen3, overrides)
-
-    def check(self) -> None:
-        """A ValueError naming the field and the fix for any setting the trainer cannot use."""
-        validate(self)  # every field by its annotation first: the checks below compare numbers
-        get_domains(self.domains)
-        if self.eval_domains:
-            get_domains(self.eval_domains)
-        if self.init_from is not None and self.init_from == self.adapter:
-            raise ValueError(f"init_from={self.init_from!r} is the adapter being trained; start from "
-                             "another adapter, or give this run another name")
-        if self.prompts_per_step < 1:
-            raise ValueError(f"prompts_per_step must be >= 1, got {self.prompts_per_step}")
-        if self.group_size < 2:
-            raise ValueError(f"group_size must be >= 2: the advantage compares the completions of one "
-                             f"prompt, and a group of one never learns; got {self.group_size}")
-        check_loop(self)
-
-    @property
-    def domains(self) -> tuple[str, ...]:
-        return (self.domain,) if isinstance(self.domain, str) else tuple(self.domain)
-
-    @property
-    def adapter(self) -> str:
-        if self.name:
-            return self.name
-        return TEACHER_OF.format(self.domain) if len(self.domains) == 1 else "mixrl"
+from .runs import Run, adamw, guarded_step, train_mode
+from .config import GRPOConfig  # noqa: F401  (the config lives in the torch-free config module; importable from here)
 
 
 def train_teacher(bank: AdapterBank, cfg: GRPOConfig) -> Run:

@@ -66,7 +66,7 @@ from torch.autograd.function import once_differentiable
 
 Info = dict[str, Tensor]
 
-_CHUNK_ELEMENTS = 1 << 20  # 2**20 fp32 numbers = 4 MB: the default size of one chunk of rows
+CHUNK_ELEMENTS = 1 << 20  # 2**20 fp32 numbers = 4 MB: the default size of one chunk of rows
 
 
 def _check_shapes(fix: str, leading_dims: int | None = None, **tensors: Tensor) -> None:
@@ -168,8 +168,8 @@ def pg_loss(student_logprobs: Tensor, teacher_logprobs: Tensor, mask: Tensor,
 
 
 def _chunks(n_rows: int, V: int, chunk_size: int | None) -> list[slice]:
-    """Row slices of about _CHUNK_ELEMENTS numbers each (or `chunk_size` rows)."""
-    step = chunk_size or max(1, _CHUNK_ELEMENTS // V)
+    """Row slices of about CHUNK_ELEMENTS numbers each (or `chunk_size` rows)."""
+    step = chunk_size or max(1, CHUNK_ELEMENTS // V)
     return [slice(i, min(i + step, n_rows)) for i in range(0, n_rows, step)]
 
 
@@ -361,7 +361,7 @@ def _chunked_kl(kl_fn, student_logits: Tensor, teacher_logits: Tensor, mask: Ten
                   student_logits=student_logits, mask=mask)
     B, T, V = student_logits.shape
     if chunk_size is None:
-        chunk_size = max(1, _CHUNK_ELEMENTS // V)
+        chunk_size = max(1, CHUNK_ELEMENTS // V)
     rows = mask.reshape(B * T).nonzero().squeeze(1)          # (R,) flat positions of completion tokens
     kl = kl_fn.apply(student_logits.reshape(B * T, V), teacher_logits.reshape(B * T, V).detach(),
                      rows, chunk_size, *args).view(B, T)       # (B, T) KL_t, 0 outside the mask

@@ -32,8 +32,8 @@ import torch
 from peft.tuners.lora import LoraLayer
 
 from .adapters import BASE, AdapterBank, check_adapter_name
+from .config import HOWS  # noqa: F401  (in the torch-free config module, for the command line's --help)
 
-HOWS = ("linear", "cat", "ties", "dare_ties")
 NEEDS_DENSITY = ("ties", "dare_ties")
 
 
@@ -76,8 +76,9 @@ def merge(bank: AdapterBank, name: str, weights: dict[str, float], how: str = "c
     return name
 
 
-def lora_layers(bank: AdapterBank) -> dict[str, LoraLayer]:
-    """Every LoRA-wrapped layer of the bank's model, by module name."""
+def named_lora_layers(bank: AdapterBank) -> dict[str, LoraLayer]:
+    """Every LoRA-wrapped layer of the bank's model, by module name (`routing.lora_layers`: the same
+    layers as a cached list, for the routed pass)."""
     return {n: m for n, m in bank.model.named_modules() if isinstance(m, LoraLayer)}
 
 
@@ -86,7 +87,7 @@ def delta_w(bank: AdapterBank, adapter: str) -> dict[str, torch.Tensor]:
     """The adapter's weight update  delta W = s B A  on every layer it wraps: {layer: (out, in)}."""
     bank.check(adapter)
     return {n: layer.get_delta_weight(adapter).detach().clone()
-            for n, layer in lora_layers(bank).items() if adapter in layer.lora_A}
+            for n, layer in named_lora_layers(bank).items() if adapter in layer.lora_A}
 
 
 def merge_sweep(bank: AdapterBank, weights: list[tuple[float, float]], teachers: tuple[str, str],

@@ -55,98 +55,14 @@ from . import cost
 from . import routing
 from .adapters import AdapterBank, atomic_write
 from .domains import get_domains
-from .evaluation import TEACHER_OF, accuracy_by_length
+from .evaluation import accuracy_by_length
 from .losses import sft_loss, soft_label_kl
 from .rollout import completion_logits, pack, sample
 from . import runs
-from .runs import Run, adamw, check_loop, guarded_step, preset
-from .validate import validate
-
-LOSSES = ("sft", "soft")
-KEEP = ("correct", "all")
-
-
-@dataclass
-class OfflineConfig:
-    """Settings for an offline student: RFT (loss="sft") or soft-label distillation (loss="soft")."""
-
-    loss: str = "sft"
-    """sft: cross-entropy on the kept teacher samples (RFT); soft: forward KL from the teacher's full distribution"""
-    samples_per_prompt: int = 4
-    """K: completions each teacher samples per training prompt of its domain"""
-    prompts_per_domain: int = 256
-    """distinct training prompts per domain (the first ones of the train split, as every trainer's step 1, 2, ...)"""
-    keep: str = "correct"
-    """which samples are trained on: correct (rejection sampling; the default for both losses) or all"""
-    steps: int = 200
-    """optimizer steps (epochs = steps x batch_size / kept samples)"""
-    batch_size: int = 16
-    """kept completions per step, both domains shuffled together (16: MOPD's 8 prompts per domain)"""
-    lr: float = 1e-3
-    """AdamW learning rate of the student adapter"""
-    temperature: float = 1.0
-    """the teachers' sampling temperature (1: their own distribution)"""
-    max_new_tokens: int = 4
-    """completion budget of the teachers' samples (a completion that does not end is wrong)"""
-    grad_clip: float = 1.0
-    """max global gradient norm"""
-    domains: tuple[str, ...] = ("binding", "recall")
-    """the domains to compose; each needs a teacher adapter named teacher_<domain> (or routed by `teachers`)"""
-    teachers: dict[str, str] | None = None
-    """domain -> the adapter that samples (and, for soft labels, scores) it where it is not
-    teacher_<domain>, as MOPDConfig.teachers: e.g. {"chain": "sft_teacher"}; None: teacher_<domain>"""
-    collect_batch: int = 256
-    """completions sampled per teacher forward batch in `collect` (memory only; same samples)"""
-    eval_every: int = 25
-    """greedy accuracy every this many steps (0: never)"""
-    eval_n: int = 64
-    """evaluation prompts per domain and length"""
-    eval_split: str = "test"
-    """which split the periodic evaluations use: "test", or "val" when choosing hyperparameters"""
-    seed: int = 0
-    """seeds the teachers' sampling, the student's init and the data order"""
-    name: str | None = None
-    """the student adapter's name (None: rft for sft, soft for soft)"""
-    experiment: str | None = "course"
-    """runs/<experiment>/<name>/ holds the run; None keeps it (and the collected set) in memory"""
-    checkpoint_every: int = 50
-    """steps between checkpoints (a killed run resumes from the last one)"""
-    progress: bool = True
-    """show a progress bar"""
-    gradient_checkpointing: bool = False
-    """recompute activations in the backward (on in the Qwen3 presets)"""
-
-    @classmethod
-    def for_model(cls, model: str = "tiny", **overrides) -> "OfflineConfig":
-        """Defaults for a model size (Qwen3: the FactWorld experiment's lr and budget).
-        Under MOPD_FAST=1 (the CI mode) steps halve and runs go to runs/<experiment>-fast/."""
-        qwen3 = dict(lr=1e-4, max_new_tokens=8, eval_n=100, collect_batch=64, gradient_checkpointing=True)
-        return preset(cls, model, qwen3, overrides)
-
-    def check(self) -> None:
-        validate(self)  # every field by its annotation first: the checks below compare numbers
-        if self.loss not in LOSSES:
-            raise ValueError(f"unknown loss {self.loss!r}; valid losses: {LOSSES}")
-        if self.keep not in KEEP:
-            raise ValueError(f"unknown keep {self.keep!r}; valid: {KEEP}")
-        for name in ("samples_per_prompt", "prompts_per_domain", "batch_size", "collect_batch"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        get_domains(self.domains)
-        unknown = sorted(set(self.teachers or {}) - set(self.domains))
-        if unknown:
-            raise ValueError(f"teachers names domain(s) {unknown} that are not in domains={self.domains}; "
-                             "route only the domains being trained")
-        check_loop(self)
-
-    @property
-    def adapter(self) -> str:
-        return self.name or {"sft": "rft", "soft": "soft"}[self.loss]
-
-    @property
-    def route(self) -> dict[str, str]:
-        return {d: (self.teachers or {}).get(d, TEACHER_OF.format(d)) for d in self.domains}
-
+from .runs import Run, adamw, guarded_step
+# the config lives in the torch-free config module; importable from here as before
+from .config import KEEP, OfflineConfig  # noqa: F401
+from .config import OFFLINE_LOSSES as LOSSES  # noqa: F401
 
 # ---------------------------------------------------------------------------------------------
 # the teachers' samples

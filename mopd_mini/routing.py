@@ -46,7 +46,7 @@ from .adapters import BASE, AdapterBank
 from .losses import log_softmax_at, reverse_kl
 from .rollout import Rollout, completion_logits
 
-MODES = ("mixed", "swap")
+from .config import SCORING_MODES as MODES  # noqa: E402  (one pass with per-row adapters, or one per teacher)
 
 
 @dataclass

@@ -36,7 +36,7 @@ import json
 import os
 import random
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -45,44 +45,8 @@ from .adapters import ROLES, AdapterBank, atomic_write, check_adapter_name, role
 from .cost import LEDGER
 
 RUNS_DIR = Path("runs")
-FAST = os.environ.get("MOPD_FAST", "") not in ("", "0")
-"""the CI mode: fewer steps through the trainers' presets, same code paths"""
-
-
-def fast_or(full: int, fast: int) -> int:
-    """`fast` in the CI mode (MOPD_FAST=1), else `full`."""
-    return fast if FAST else full
-
-
-def experiment_name(name: str = "course") -> str:
-    """Runs of the CI mode live apart from full ones, so neither resumes the other."""
-    return f"{name}-fast" if FAST else name
-
-
-def preset(config_cls, model: str, qwen3: dict, overrides: dict):
-    """A trainer config for a model size: the class defaults (tuned on the tiny model) or the
-    `qwen3` values for any other model; under MOPD_FAST=1 steps halve, evaluations shrink and the
-    runs move to runs/<experiment>-fast/; then the caller's overrides."""
-    cfg = config_cls(**({} if model == "tiny" else qwen3))
-    if FAST:
-        cfg = replace(cfg, steps=max(1, cfg.steps // 2), eval_n=min(cfg.eval_n, 32),
-                      experiment=experiment_name(cfg.experiment))
-    return replace(cfg, **overrides)
-
-
-def check_experiment(experiment) -> str | None:
-    """`experiment` if it names a folder inside RUNS_DIR (it may nest, as "ablations/other_strong"),
-    or None (in memory); else a ValueError naming the value: an empty name would write into runs/
-    itself, '..' or an absolute path outside it."""
-    if experiment is None:
-        return None
-    parts = str(experiment).replace("\\", "/").split("/") if isinstance(experiment, str) else None
-    if (parts is None or Path(experiment).is_absolute() or experiment != experiment.strip()
-            or any(p in ("", ".", "..") or p != p.strip() or "\0" in p for p in parts)):
-        raise ValueError(f"experiment={experiment!r} is not a folder name inside {RUNS_DIR}/: give a non-empty "
-                         "name (letters, digits, '-', '_'; 'a/b' nests), without '..', an absolute path or "
-                         "leading/trailing spaces; e.g. experiment='course' (or None to keep the run in memory)")
-    return experiment
+# the presets and the loop's checks live with the configs (torch-free); importable from here as before
+from .config import FAST, check_experiment, check_loop, experiment_name, fast_or, preset  # noqa: E402,F401
 
 
 def writable(folder: Path) -> None:
@@ -427,25 +391,6 @@ def guarded_step(loss: torch.Tensor, params: list, optimizer, grad_clip: float) 
         optimizer.zero_grad()
         return {"skipped_nonfinite": True, "nonfinite": "update", "grad_norm": norm.item()}
     return {"skipped_nonfinite": False, "grad_norm": norm.item()}
-
-
-def check_loop(cfg) -> None:
-    """The settings every trainer's config shares (steps, lr, sampling, evaluation, checkpoints):
-    a ValueError naming the field and the fix for a value the loop cannot use."""
-    if not cfg.temperature > 0:
-        raise ValueError(f"temperature must be > 0 (1: on-policy sampling), got {cfg.temperature}")
-    if not cfg.lr > 0:
-        raise ValueError(f"lr must be > 0, got {cfg.lr}")
-    if not cfg.grad_clip > 0:
-        raise ValueError(f"grad_clip must be > 0 (the max gradient norm; 1e9 turns the clip off), got {cfg.grad_clip}")
-    for name in ("steps", "max_new_tokens", "eval_n", "checkpoint_every"):
-        if getattr(cfg, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
-    if getattr(cfg, "eval_split", "test") not in ("test", "val"):
-        raise ValueError(f"eval_split must be 'test' or 'val', got {cfg.eval_split!r}")
-    if cfg.eval_every < 0:
-        raise ValueError(f"eval_every must be >= 0 (0: never evaluate), got {cfg.eval_every}")
-    check_experiment(cfg.experiment)
 
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")

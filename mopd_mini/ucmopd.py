@@ -32,15 +32,11 @@ exact KL, an extension beyond the paper.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor
 
-from .losses import _check_shapes
-from .validate import validate
-
-_CHUNK_ELEMENTS = 1 << 20
+from .losses import CHUNK_ELEMENTS, _check_shapes
+from .config import Endorsement, GoldenGain  # noqa: F401  (the options live with MOPDConfig in the torch-free config module)
 
 
 def positive_advantage_density(advantages: Tensor, mask: Tensor) -> Tensor:
@@ -67,7 +63,7 @@ def entropy(logits: Tensor) -> Tensor:
     V = logits.shape[-1]
     flat = logits.reshape(-1, V)
     out = torch.empty(len(flat), dtype=torch.promote_types(logits.dtype, torch.float32), device=logits.device)
-    step = max(1, _CHUNK_ELEMENTS // V)
+    step = max(1, CHUNK_ELEMENTS // V)
     for i in range(0, len(flat), step):
         logp = flat[i:i + step].to(out.dtype).log_softmax(-1)                  # (n, V)
         out[i:i + step] = -(logp.exp() * logp).sum(-1)
@@ -94,63 +90,3 @@ def endorsement_mask(teacher_logprobs: Tensor, teacher_entropy: Tensor, advantag
     keep = (u < w).to(w.dtype) * M
     dropped = (M - keep).sum() / M.sum().clamp(min=1)
     return keep, {"keep_prob": w, "masked_fraction": dropped}
-
-
-# ---------------------------------------------------------------------------------------------
-# the options, as MOPDConfig fields (None: off)
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class GoldenGain:
-    """Golden-Gain Enhancement: per prompt, the anchor (the student's usual sample at temperature
-    1) plus `samples` exploration completions at `temperature` with nucleus `top_p`; an
-    exploration completion joins the loss iff its positive-advantage density is at least the
-    anchor's (`golden_gain_keep`).
-
-    How the loss treats the kept exploration samples: exactly like the anchor (the paper's choice).
-    Their per-token advantage is recomputed under the student's own temperature-1 distribution,
-    A_t = log pi_T(y_t) - log pi_S(y_t), so each token still says "the teacher likes this token more
-    (or less) than the student does, here"; no importance weight pi_S / q corrects for the tokens
-    having been drawn from the hotter, truncated q. The objective is then the reverse KL at the
-    prefixes of a MIXTURE of visit distributions, tilted towards samples with much to gain: biased
-    on purpose (that tilt is the method) and of bounded variance, where a ratio pi_S / q of
-    several tokens can be large. `importance_cap` switches the correction on for MOPD-PG (a
-    per-token weight min(pi_S(y_t) / q(y_t), cap), stopgrad; anchors get 1), to measure what the
-    choice costs. MOPD-Top-k and the exact KL are full-distribution objectives at each prefix, so
-    for them an exploration sample only adds prefixes and no weight applies.
-    """
-
-    samples: int = 3
-    """m: exploration completions per prompt (the paper: 3 to 7)"""
-    temperature: float = 1.5
-    """their sampling temperature (the paper: 1.5)"""
-    top_p: float = 0.9
-    """their nucleus (the paper: 0.9)"""
-    importance_cap: float | None = None
-    """None: no importance weight (the paper's choice); a float: MOPD-PG weights exploration tokens
-    by min(pi_S / q, cap)"""
-
-    def check(self) -> None:
-        validate(self)
-        if self.samples < 1:
-            raise ValueError(f"golden_gain.samples must be >= 1 (exploration completions per prompt), got {self.samples}")
-        if not self.temperature > 0:
-            raise ValueError(f"golden_gain.temperature must be > 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"golden_gain.top_p must be in (0, 1], got {self.top_p}")
-        if self.importance_cap is not None and not self.importance_cap > 0:
-            raise ValueError(f"golden_gain.importance_cap must be > 0 or None, got {self.importance_cap}")
-
-
-@dataclass
-class Endorsement:
-    """Teacher-Endorsement Filtering: a seeded Bernoulli keep-mask on the loss's tokens
-    (`endorsement_mask`); the mask of step t is drawn from seed (MOPDConfig.seed, t, `seed`), so a
-    resumed run draws the same masks."""
-
-    seed: int = 0
-    """offset of the mask's random stream (0: derived from the run's seed and the step alone)"""
-
-    def check(self) -> None:
-        validate(self)

@@ -6,6 +6,7 @@
     ablations         a teacher of another origin, multi-round MOPD, UCMOPD (docs/ablations.md)
     regimes           when does MOPD help: one arm per regime, as pre-registered (docs/regimes.md)
     teacher_headroom  stronger teachers within the course budget? a GRPO grid per domain (docs/teachers.md)
+    results           the course's learning results over seeds: trains what mopd_mini.results_page renders (docs/results.md)
 
 Each runs alone (`python -m studies.<name>`); `python -m bench.<name>`, the command the pages
 quote, still works (bench/<name>.py is an alias that names this home). The figures of their results

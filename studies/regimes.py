@@ -285,7 +285,7 @@ def teacher_depths(args) -> dict:
             name = cfg.name
             t = time.perf_counter()
             train_offline(bank, cfg, gold(bank.tokenizer, cfg))
-            rows = evaluate(bank, name, ("chain",), 100, "val")
+            rows = evaluate_rows(bank, name, ("chain",), 100, "val")
             out[str(steps)] = {"seconds": time.perf_counter() - t,
                                "by_depth": {str(r["length"]): {k: r[k] for k in ("acc", "strict", "trace", "words")}
                                             for r in rows}}
@@ -316,8 +316,8 @@ def timed_seed(args) -> dict:
             experiment=f"{EXPERIMENT}/timed/s0"))
         train = time.perf_counter() - t
         t = time.perf_counter()
-        evaluate(bank, f"timed_mopd_kl_{steps}", ("chain",), EVAL["test"], "test")
-        evaluate(bank, f"timed_mopd_kl_{steps}", ("chain",), EVAL["val"], "val")
+        evaluate_rows(bank, f"timed_mopd_kl_{steps}", ("chain",), EVAL["test"], "test")
+        evaluate_rows(bank, f"timed_mopd_kl_{steps}", ("chain",), EVAL["val"], "val")
         ev = time.perf_counter() - t
     rec = {"command": command("bench.regimes", args.argv), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "machine": machine_line(machine()), "method": "mopd_kl", "steps": steps, "budget_steps": ARM2B_STEPS,
@@ -455,13 +455,13 @@ class Context:
         return (folder / "adapter_model.safetensors").exists() and (folder / "checkpoint.pt").exists()
 
 
-def build(ctx: Context, bank, m: Recipe, seed: int, built: dict) -> dict:
+def build_recipe(ctx: Context, bank, m: Recipe, seed: int, built: dict) -> dict:
     """Train `m` at `seed` into the bank (a finished run reloads), after what it reads. Returns
     {"run": Run or None, "counts": ..., "merge_w": ...}."""
     if m.key in built:
         return built[m.key]
     for need in m.needs:
-        build(ctx, bank, ctx.methods[need], seed, built)
+        build_recipe(ctx, bank, ctx.methods[need], seed, built)
     s = ctx.settings(m)
     domains = tuple(m.domains or ctx.arm.domains)
     route = {d: ctx.methods[t].name for d, t in m.teachers.items()}
@@ -504,12 +504,12 @@ def merge_weight(ctx: Context, m: Recipe, bank, seed: int, built: dict) -> float
         other = mm.AdapterBank(*mm.load_base("tiny"))
         return merge_weight(ctx, m, other, 0, {})
     for t in m.merged:
-        build(ctx, bank, ctx.methods[t], 0, built)
+        build_recipe(ctx, bank, ctx.methods[t], 0, built)
     n = (QUICK_EVAL if ctx.quick else EVAL)["val"]
     scores = {}
     for w in s["grid"]:
         merge(bank, "merge_probe", {ctx.methods[t].name: w for t in m.merged}, how=s["how"])
-        rows = evaluate(bank, "merge_probe", ctx.arm.domains, n, "val")
+        rows = evaluate_rows(bank, "merge_probe", ctx.arm.domains, n, "val")
         scores[w] = fmean(r["acc"] for r in rows)
     w = max(scores, key=lambda x: (scores[x], -abs(x - 1.0)))
     with ctx.store.edit() as data:
@@ -517,7 +517,7 @@ def merge_weight(ctx: Context, m: Recipe, bank, seed: int, built: dict) -> float
     return w
 
 
-def evaluate(bank, adapter: str, domains: tuple, n: int, split: str) -> list[dict]:
+def evaluate_rows(bank, adapter: str, domains: tuple, n: int, split: str) -> list[dict]:
     """mopd_mini.regimes' rows (greedy accuracy and trace diagnostics by domain and length)."""
     with bank.use(adapter) as model:
         return starting_points(model, bank.tokenizer, n=n, seed=0, split=split, domains=get_domains(domains))
@@ -562,9 +562,9 @@ def run_job(ctx: Context, key: str, seed: int) -> dict:
     m = ctx.methods[key]
     built = {}
     for need in m.needs:
-        build(ctx, bank, ctx.methods[need], seed, built)
+        build_recipe(ctx, bank, ctx.methods[need], seed, built)
     try:
-        out = build(ctx, bank, m, seed, built)
+        out = build_recipe(ctx, bank, m, seed, built)
     except ValueError as err:   # the trainer refused at its registered budget (e.g. RFT with no correct
         print(f"{key} seed {seed} FAILED: {err}", flush=True)   # sample): a result, recorded as such
         with ctx.store.edit() as data:
@@ -578,8 +578,8 @@ def run_job(ctx: Context, key: str, seed: int) -> dict:
     rec = {"arm": ctx.arm.number, "method": key, "seed": seed, "adapter": m.name, "trainer": m.trainer,
            "signature": ctx.signature(key),
            "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in ctx.settings(m).items()},
-           "needs": list(m.needs), "test": evaluate(bank, name, ctx.arm.domains, n["test"], "test"),
-           "val": evaluate(bank, name, ctx.arm.domains, n["val"], "val"),
+           "needs": list(m.needs), "test": evaluate_rows(bank, name, ctx.arm.domains, n["test"], "test"),
+           "val": evaluate_rows(bank, name, ctx.arm.domains, n["val"], "val"),
            "cost": cost.totals(run.metrics) if run is not None else {},
            "train_seconds": run.seconds if run is not None else 0.0,
            "N": cost.param_counts(bank)[0],
@@ -620,7 +620,7 @@ class ArmEvals(study.StoreEvals):
         doms = get_domains(self.arm.domains)
         if name in self.refused:   # a run the trainer refused: nothing right
             return {d: {str(L): 0.0 for L in dom.train_lengths} for d, dom in doms.items()}
-        rows = evaluate(bank, name, self.arm.domains, n, split)
+        rows = evaluate_rows(bank, name, self.arm.domains, n, split)
         return {d: {str(r["length"]): r[CHOICE_KEY.get(d, "acc")] for r in rows
                     if r["domain"] == d and r["length"] in doms[d].train_lengths} for d in self.arm.domains}
 
@@ -673,9 +673,9 @@ def choose_settings(args, arm: Arm, store: Store) -> dict[str, dict]:
                 c.built, c.seed = {}, seed
             built = c.built.setdefault(seed, {})
             for need in m.needs:
-                build(jctx, c.bank, jctx.methods[need], seed, built)
+                build_recipe(jctx, c.bank, jctx.methods[need], seed, built)
             try:
-                out = build(jctx, c.bank, m, seed, {need: built[need] for need in m.needs})
+                out = build_recipe(jctx, c.bank, m, seed, {need: built[need] for need in m.needs})
             except ValueError as err:   # refused at this setting (RFT with no correct sample): it scores 0
                 evals.refused[m.name] = str(err)
                 return study.Result(m.name)
@@ -823,7 +823,7 @@ def estimate(args, arm: Arm) -> float:
         for n in m.needs:   # what it reads: an adapter at the base (the cost does not depend on the weights)
             bank.create(methods[n].name, seed=1)
         t = time.perf_counter()
-        build(pctx, bank, probe, 0, {n: {"run": None} for n in m.needs})
+        build_recipe(pctx, bank, probe, 0, {n: {"run": None} for n in m.needs})
         sec = time.perf_counter() - t
         per = sec / 3 * steps
         if m.data == "collect":
@@ -832,7 +832,7 @@ def estimate(args, arm: Arm) -> float:
         total += per
         per_method[k] = per
     t = time.perf_counter()
-    evaluate(bank, BASE, arm.domains, (QUICK_EVAL if args.quick else EVAL)["test"], "test")
+    evaluate_rows(bank, BASE, arm.domains, (QUICK_EVAL if args.quick else EVAL)["test"], "test")
     ev = (time.perf_counter() - t) * 1.5 * len(methods)
     if arm.grids:   # the val choice at seed 0 (and the tie-break's seed 1), then seeds 1.. at the chosen settings
         one_eval = ev / len(methods)
@@ -879,7 +879,7 @@ def acc(rec: dict, domain: str, lengths, key: str = "acc", split: str = "test") 
 REGISTERED = (0, 1, 2)   # the seeds every decision of the page is registered on; more seeds are a check beside it
 
 
-class Report:
+class ArmReport:
     """The arm's records by method and seed, and every statistic the page prints."""
 
     def __init__(self, data: dict, arm: Arm, seeds: tuple | None = REGISTERED):
@@ -950,7 +950,7 @@ FAMILY_NOTE = ("Multiplicity (amendment, 2026-12-03): the arm's family is its pr
 interval = study.interval
 
 
-def accuracy_table(rep: Report) -> list[str]:
+def accuracy_table(rep: ArmReport) -> list[str]:
     lines = []
     n = next(r["n"] for per in rep.runs.values() for rec in per.values() for r in rec["test"])
     for d, parts in rep.held.items():
@@ -973,7 +973,7 @@ def accuracy_table(rep: Report) -> list[str]:
     return lines
 
 
-def depth_table(rep: Report) -> list[str]:
+def depth_table(rep: ArmReport) -> list[str]:
     arm = rep.arm
     dom = get_domains(arm.domains)
     keys = ["acc"] + (["trace", "steps", "hops", "words"] if "chain" in dom else []) + \
@@ -998,7 +998,7 @@ def depth_table(rep: Report) -> list[str]:
     return lines + [""]
 
 
-def cost_table(rep: Report) -> list[str]:
+def cost_table(rep: ArmReport) -> list[str]:
     lines = ["Cost per seed (mean over the seeds run; `mopd_mini.cost`: the method's own stage, and its pipeline with "
              "the teachers it reads; FLOPs by cost.FORMULA), and wall time of the job (training, reloading what it "
              "reads, evaluating).", "",
@@ -1022,13 +1022,13 @@ def cost_table(rep: Report) -> list[str]:
     return lines + [""]
 
 
-def comparison(rep: Report, a: str, b: str | float, domain: str, lengths) -> dict:
+def comparison(rep: ArmReport, a: str, b: str | float, domain: str, lengths) -> dict:
     va = rep.per_seed(a, domain, lengths)
     vb = {s: b for s in va} if isinstance(b, float) else rep.per_seed(b, domain, lengths)
     return stats.paired(va, vb)
 
 
-def primary_arm2(rep: Report) -> dict:
+def primary_arm2(rep: ArmReport) -> dict:
     """Arm 2's family: {hypothesis: (its paired comparison, the threshold its rule reads)}."""
     k, o = ({L: rep.per_seed(x, "chain", (L,)) for L in (2, 3, 4)} for x in ("mopd_kl", "sft_traces"))
     growth = {s: (k[4][s] - o[4][s]) - ((k[2][s] - o[2][s]) + (k[3][s] - o[3][s])) / 2 for s in k[2] if s in o[2]}
@@ -1037,7 +1037,7 @@ def primary_arm2(rep: Report) -> dict:
             "H2.3": (stats.paired(growth, {s: 0.0 for s in growth}), 0.0)}
 
 
-def decisions_arm2(rep: Report) -> tuple[list[str], dict]:
+def decisions_arm2(rep: ArmReport) -> tuple[list[str], dict]:
     hin, h4, h5 = (2, 3), (4,), (5,)
     rows, out = study.DecisionRows(), {}
     row = rows.add
@@ -1079,14 +1079,14 @@ def decisions_arm2(rep: Report) -> tuple[list[str], dict]:
     return rows, out
 
 
-def decisions(rep: Report) -> tuple[list[str], dict]:
+def decisions(rep: ArmReport) -> tuple[list[str], dict]:
     """The arm's registered comparisons: (the table's rows, {hypothesis: decision})."""
     if rep.arm.grids:
         return decisions_cures(rep)
     return (decisions_arm2 if rep.arm.number == 2 else decisions_arm1)(rep)
 
 
-def decisions_arm1(rep: Report) -> tuple[list[str], dict]:
+def decisions_arm1(rep: ArmReport) -> tuple[list[str], dict]:
     rows, out = study.DecisionRows(), {}
     row = rows.add
     partner = "sft_both" if rep.gate and rep.gate.get("fallback") else "mixrl"
@@ -1159,7 +1159,7 @@ def decisions_arm1(rep: Report) -> tuple[list[str], dict]:
 
 
 def markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
-    rep = Report(data, arm, seeds=arm.seeds)
+    rep = ArmReport(data, arm, seeds=arm.seeds)
     title = f"### Arm {arm.number}: {arm.title}"
     if not rep.runs:
         return [title, "", "**Not run**: no job of this arm finished (docs/regimes.json holds none).", ""]
@@ -1199,7 +1199,7 @@ def markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
     return lines
 
 
-def head_lines(data: dict, arm: Arm, rep: Report) -> list[str]:
+def head_lines(data: dict, arm: Arm, rep: ArmReport) -> list[str]:
     """An arm's section up to its tables: title, commands, machine, what finished, what failed."""
     inv = data["invocations"].get(str(arm.number), [])
     lines = [f"### Arm {arm.number}: {arm.title}", ""]
@@ -1247,13 +1247,13 @@ def gate_passing(data: dict, arm: Arm) -> tuple[dict, list]:
     return values, [s for s, ok in study.gate_by_seed(values, arm.gate_every_seed.threshold).items() if ok]
 
 
-def tested(data: dict, arm: Arm) -> Report:
+def tested(data: dict, arm: Arm) -> ArmReport:
     """An arm with a gate on every seed: its records at the registered seeds that pass the gate."""
     _, passing = gate_passing(data, arm)
-    return Report(data, arm, seeds=tuple(s for s in arm.seeds if s in passing))
+    return ArmReport(data, arm, seeds=tuple(s for s in arm.seeds if s in passing))
 
 
-def cure_rows(rep: Report, d: str) -> dict:
+def cure_rows(rep: ArmReport, d: str) -> dict:
     """Arm 2b / memory-cures' family: {hypothesis: (paired comparison, threshold 0)}; H2b.3 on chain."""
     key, L = metric(rep.arm), rep.arm.compared
     fam = {f"H2b.1 {c}": (comparison_on(rep, c, "mopd_kl", d, L, key), 0.0) for c in CURE_KEYS}
@@ -1263,12 +1263,12 @@ def cure_rows(rep: Report, d: str) -> dict:
     return fam
 
 
-def comparison_on(rep: Report, a: str, b: str, domain: str, lengths, key: str) -> dict:
+def comparison_on(rep: ArmReport, a: str, b: str, domain: str, lengths, key: str) -> dict:
     """a - b paired by seed on `key` (mean over `lengths`)."""
     return stats.paired(rep.per_seed(a, domain, lengths, key), rep.per_seed(b, domain, lengths, key))
 
 
-def growth(rep: Report, a: str, b: str, d: str, deep: tuple = (4, 5)) -> dict:
+def growth(rep: ArmReport, a: str, b: str, d: str, deep: tuple = (4, 5)) -> dict:
     """{seed: the mean of lead(L) over `deep` minus the mean of lead(2) and lead(3)}, lead = a - b
     at depth L on the arm's metric (H2b.3's measure; deep (6,): at the held-out depth)."""
     key, out = metric(rep.arm), {}
@@ -1280,7 +1280,7 @@ def growth(rep: Report, a: str, b: str, d: str, deep: tuple = (4, 5)) -> dict:
     return out
 
 
-def decisions_cures(rep: Report) -> tuple[list[str], dict]:
+def decisions_cures(rep: ArmReport) -> tuple[list[str], dict]:
     """The amendment's rules over the seeds that pass the gate (rep: `tested`): H2b.1's four cures
     minus exact KL and (chain) H2b.3's growth, decided by Holm over that family; H2b.2 (chain) by
     its own test. Fewer than 3 passing seeds: every hypothesis is descriptive, not tested."""
@@ -1328,7 +1328,7 @@ def decisions_cures(rep: Report) -> tuple[list[str], dict]:
 MOPD_KEYS = ("mopd_pg", "mopd_topk", "mopd_kl", *CURE_KEYS)
 
 
-def stuck_predicts(rep: Report) -> dict:
+def stuck_predicts(rep: ArmReport) -> dict:
     """H2b.2: does the stuck share at step 100 (its mean over steps 91-100) predict a run's failure
     (test strict trace below 0.50 over the compared depths)? tau chosen on seeds 0-2
     (stats.best_threshold), tested on seeds 3-4 (the one-sided Fisher exact test)."""
@@ -1388,7 +1388,7 @@ def choice_table(data: dict, arm: Arm) -> list[str]:
 def cures_markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
     """Arm 2b's or memory-cures' section: the choice, the gate on every seed, by depth, per seed,
     the stuck shares, the decisions (Holm over the registered family), the costs, the figures."""
-    every = Report(data, arm, seeds=arm.seeds)
+    every = ArmReport(data, arm, seeds=arm.seeds)
     rep = tested(data, arm)
     g = arm.gate_every_seed
     values, passing = gate_passing(data, arm)
@@ -1447,7 +1447,7 @@ def five_seed_check(data: dict, arm: Arm, registered: dict) -> list[str]:
     """The comparisons again over every recorded seed, when there are more than the registered 3
     (the matched study's rule: five seeds before a comparison is stated as a finding in a notebook summary or
     the README). The registered decisions above stay those of seeds 0, 1, 2."""
-    rep = Report(data, arm, seeds=None)
+    rep = ArmReport(data, arm, seeds=None)
     extra = [s for s in rep.seeds if s not in REGISTERED]
     if not extra:
         return []
@@ -1484,7 +1484,7 @@ def five_seed_check(data: dict, arm: Arm, registered: dict) -> list[str]:
 def gate_check_by_seed(data: dict, arm: Arm) -> list[str]:
     """The gate's value on every recorded seed (the registration checks seed 0 only): the gate's
     method's val accuracy at the gate's lengths, each seed marked passed or failed."""
-    rep = Report(data, arm, seeds=None)
+    rep = ArmReport(data, arm, seeds=None)
     g = arm.gate
     per = rep.runs.get(g.method, {})
     if len(per) < 2:
@@ -1502,7 +1502,7 @@ def gate_check_by_seed(data: dict, arm: Arm) -> list[str]:
 def per_seed_table(data: dict, arm: Arm) -> list[str]:
     """Arm 2's per-seed values where a mean over seeds hides one seed: held-in accuracy, depth 2's
     accuracy, trace and words (a right trace that does not stop scores 0), depth 5's accuracy."""
-    rep = Report(data, arm, seeds=None)
+    rep = ArmReport(data, arm, seeds=None)
     cols = [("held-in acc", (2, 3), "acc"), ("depth 2 acc", (2,), "acc"), ("depth 2 trace", (2,), "trace"),
             ("depth 2 words", (2,), "words"), ("depth 4 acc", (4,), "acc"), ("depth 5 acc", (5,), "acc")]
     lines = ["Per seed (test, every recorded seed; the means above can hide one seed): " + ", ".join(c for c, _, _ in cols)
@@ -1516,7 +1516,7 @@ def per_seed_table(data: dict, arm: Arm) -> list[str]:
     return lines + [""]
 
 
-def kl_table(rep: Report) -> list[str]:
+def kl_table(rep: ArmReport) -> list[str]:
     P = kl_positions(rep)
     lines = ["MOPD's per-token reverse KL to the SFT teacher along the student's own sample (the trainer's 4 tracked "
              "depth-2 test prompts, sampled at each tracked step; at each position the mean over the seeds, with the "
@@ -1539,7 +1539,7 @@ def kl_table(rep: Report) -> list[str]:
     return lines + [""]
 
 
-def kl_positions(rep: Report) -> int:
+def kl_positions(rep: ArmReport) -> int:
     """The longest tracked completion of any MOPD run (at least the depth-2 gold's 5 tokens)."""
     return max([5] + [len(v["kl"]) for k in ("mopd_pg", "mopd_topk", "mopd_kl") for r in rep.runs.get(k, {}).values()
                       for v in (r.get("kl_along") or {}).values()])
@@ -1557,7 +1557,7 @@ def _over_seeds(values: dict) -> dict:
 def view(data: dict, arm: Arm) -> dict:
     """What the figures (views.regime_*) draw, in plain numbers: the page's figures and notebook 07
     draw the same dict, which render() stores in regimes.json["views"][arm]."""
-    rep = tested(data, arm) if arm.gate_every_seed else Report(data, arm)
+    rep = tested(data, arm) if arm.gate_every_seed else ArmReport(data, arm)
     out = {"arm": str(arm.number), "title": arm.title, "domains": list(arm.domains), "seeds": rep.seeds,
            "parts": {d: {p: list(v) for p, v in parts.items()} for d, parts in rep.held.items()},
            "positions": POSITIONS, "methods": {}, "kl": {}}
@@ -1590,7 +1590,7 @@ def view(data: dict, arm: Arm) -> dict:
     dec = decisions(rep)[1] if rep.runs else {}
     out["decisions"] = {h: v for h, v in dec.items() if h != "family"}
     out["holm"] = dec.get("family", {})       # each primary comparison's Holm-adjusted p over the arm's family
-    every = Report(data, arm, seeds=None)
+    every = ArmReport(data, arm, seeds=None)
     if not arm.grids and set(every.seeds) - set(REGISTERED):   # the check beside the registered decisions (five_seed_check)
         out["check"] = {"seeds": every.seeds,
                         "decisions": {h: v for h, v in decisions(every)[1].items() if h != "family"}}
@@ -1736,8 +1736,8 @@ def render(out: Path, page_from: Path | None = None) -> Path:
             "nothing above this section changed. Every sentence here that states an outcome names the table it "
             "comes from; the decisions are the registered rules applied to the comparison tables.", ""]
     body += DEVIATIONS
-    shown = [a for a in (2, 1, "1b") if a != "1b" or Report(data, ARMS[a]).runs]   # the second pair runs only
-    shown += [a for a in ("2b", "memory-cures") if Report(data, ARMS[a], seeds=None).runs]   # if H1.1 is not shown
+    shown = [a for a in (2, 1, "1b") if a != "1b" or ArmReport(data, ARMS[a]).runs]   # the second pair runs only
+    shown += [a for a in ("2b", "memory-cures") if ArmReport(data, ARMS[a], seeds=None).runs]   # if H1.1 is not shown
     views = {str(a): in_variants(ARMS[a], view, data, ARMS[a]) for a in shown}              # on the first; the cures'
     for a in shown:                                                                           # arms once they ran
         body += in_variants(ARMS[a], markdown, data, ARMS[a], figures(views[str(a)], ARMS[a], out / "figures"))

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mopd_mini import AdapterBank, LoraSettings
-from mopd_mini.merge import delta_w, lora_layers, merge, merge_sweep
+from mopd_mini.merge import delta_w, merge, merge_sweep, named_lora_layers
 
 SMALL = LoraSettings(r=4, alpha=8, target_modules=("q_proj", "down_proj"))  # a small case: 4 layers
 
@@ -27,7 +27,7 @@ def small_bank(base_copy, tok, perturb):
 def factors(bank, adapter):
     """{layer: (A (r, in), B (out, r), scaling)} of one adapter."""
     return {n: (m.lora_A[adapter].weight.detach(), m.lora_B[adapter].weight.detach(), m.scaling[adapter])
-            for n, m in lora_layers(bank).items() if adapter in m.lora_A}
+            for n, m in named_lora_layers(bank).items() if adapter in m.lora_A}
 
 
 def factor_weights(w, s):

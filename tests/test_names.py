@@ -20,11 +20,6 @@ REVIEWED = {
     "score": "two packages, each name read with its package: factworld.score grades one answer (the task's "
              "reward), routing.score gives a rollout's teacher log-probabilities (the engine's); every page and "
              "notebook calls both so",
-    # pending the helpers that own these files (remove each when its branch is merged):
-    "lora_layers": "merge.py and routing.py: the CLI helper gives it one home",
-    "Report": "bench/regimes.py's own: the regimes port onto the one runner renames or removes it",
-    "build": "bench/regimes.py's own: the regimes port onto the one runner renames or removes it",
-    "evaluate": "bench/regimes.py's own: the regimes port onto the one runner renames or removes it",
 }
 
 

@@ -129,7 +129,7 @@ def matched_headline(rep: dict) -> str:
 def regimes_decision(data: dict, arm: str, h: str, every: bool) -> str:
     from studies import regimes
     a = {str(k): v for k, v in regimes.ARMS.items()}[arm]
-    rep = regimes.Report(data, a, seeds=None if every else regimes.REGISTERED)
+    rep = regimes.ArmReport(data, a, seeds=None if every else regimes.REGISTERED)
     decided = regimes.decisions(rep)[1][h]
     fam = regimes.primary_arm2(rep) if a.number == 2 else None
     p = fam[h][0] if fam and h in fam else None
@@ -185,7 +185,7 @@ def matched_h4(rep: dict, m: str) -> str:
 def regimes_cmp(data: dict, arm: str, a: str, b: str, domain: str, every: bool) -> str:
     from studies import regimes
     ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
-    rep = regimes.Report(data, ar, seeds=None if every else regimes.REGISTERED)
+    rep = regimes.ArmReport(data, ar, seeds=None if every else regimes.REGISTERED)
     p = regimes.comparison(rep, a, b, domain, rep.held[domain]["all"])
     table = f"docs/regimes.md, arm {arm}'s " + ("5-seed table" if every else "comparison table")
     return _cmp_sentence(f"{rep.methods[a].label} minus {rep.methods[b].label} on {domain}, all lengths (uncorrected)",
@@ -209,7 +209,7 @@ def _measure(key: str) -> str:
 def regimes_mean(data: dict, arm: str, m: str, domain: str, part: str, every: bool) -> str:
     from studies import regimes
     ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
-    rep = regimes.Report(data, ar, seeds=None if every else regimes.REGISTERED)
+    rep = regimes.ArmReport(data, ar, seeds=None if every else regimes.REGISTERED)
     lengths, where, key = _lengths(rep, domain, part)
     vals = list(rep.per_seed(m, domain, lengths, key).values())
     mu, sd = stats.mean_sd(vals)
@@ -222,7 +222,7 @@ def regimes_kl(data: dict, arm: str, loss: str, step: int, pos: int) -> str:
     """One cell of arm 2's KL table: the mean over the registered seeds, its median and max."""
     from studies import regimes
     ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
-    rep = regimes.Report(data, ar)
+    rep = regimes.ArmReport(data, ar)
     per = rep.runs[f"mopd_{loss}"]
     v = [r["kl_along"][str(step)]["kl"][pos] for r in per.values()
          if r.get("kl_along") and str(step) in r["kl_along"] and len(r["kl_along"][str(step)]["kl"]) > pos]
@@ -253,7 +253,7 @@ def regimes_seed(data: dict, arm: str, m: str, domain: str, part: str, seed: int
     """One seed's accuracy (or trace): what that seed did, not a finding."""
     from studies import regimes
     ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
-    rep = regimes.Report(data, ar, seeds=None)
+    rep = regimes.ArmReport(data, ar, seeds=None)
     lengths, where, key = _lengths(rep, domain, part)
     v = rep.per_seed(m, domain, lengths, key)[seed]
     return (f"seed {seed}'s {rep.methods[m].label} on {domain}, {where}{_measure(key)}: {v:.3f} (docs/regimes.md, "

@@ -26,7 +26,7 @@ a change got no response (a control whose every change redrew the same output is
 
 Needs: Playwright for Python (`pip install -e ".[browser]"`; `playwright install` is not needed
 with a system Chromium) and a Chromium (`apt-get install chromium`: --chromium /usr/bin/chromium).
-It is a manual check, not a test: tests/test_jupyterlab_check.py tests its pure functions.
+It is a manual check, not a test: tests/tools/test_jupyterlab_check.py tests its pure functions.
 """
 
 from __future__ import annotations
@@ -315,7 +315,7 @@ def versions(chromium: str) -> dict:
     return out
 
 
-def machine() -> dict:
+def host_load() -> dict:
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {"node": platform.node(), "system": platform.platform(), "cpus": os.cpu_count(),
             "load_average": [round(x, 2) for x in load] if load else None}
@@ -583,7 +583,7 @@ def main(argv=None) -> int:
     def log(msg):
         print(msg, flush=True)
 
-    report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(),
+    report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": host_load(),
               "versions": versions(args.chromium), "mode": "full" if args.full else "ci (MOPD_FAST=1)",
               "repeats": args.repeats, "notebooks": []}
     log(f"versions: {report['versions']}")

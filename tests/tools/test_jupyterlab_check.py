@@ -5,7 +5,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("jupyterlab_check", ROOT / "tools" / "jupyterlab_check.py")
 check = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(check)
