@@ -345,7 +345,7 @@ def test_foreign_teacher_scores_its_rows(teacher_bank, other_bank, mixed_example
         rows = [i for i, d in enumerate(rollout.domains) if d == domain]
         with bank.use(adapter) as model, torch.no_grad():
             alone = completion_logits(model, rollout.rows(rows))
-        torch.testing.assert_close(scores.logits[rows], alone, rtol=0, atol=1e-5)
+        torch.testing.assert_close(scores.logits[rows], alone, rtol=1e-5, atol=1e-5)   # fp32: a batch of other shape sums in another order
     own = routing.score(teacher_bank, rollout, TEACHERS, mode=mode, k=8)
     assert (own.logits - scores.logits).abs().max() > 1e-3   # it is not the bank's own binding teacher
 
