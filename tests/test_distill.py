@@ -1,107 +1,22 @@
-"""Tests for the trainers (grpo.train_teacher, distill.train_student), the MOPD objective, and the
-evaluation tables. Every run is a handful of steps on tiny batches, in memory (experiment=None)."""
+"""Tests for the MOPD student (distill.train_student) and the MOPD objective (distill.mopd_objective,
+domain_metrics). Every run is a handful of steps on tiny batches, in memory (experiment=None)."""
 
 import copy
-import json
 import math
 
 import pytest
 import torch
 
-import factworld
-from mopd_mini import (AdapterBank, GRPOConfig, MOPDConfig, evaluate, format_table, normalised_scores,
-                       train_student, train_teacher)
-from mopd_mini import routing, runs
+from mopd_mini import AdapterBank, MOPDConfig, train_student
+from mopd_mini import routing
 from mopd_mini.distill import LOSSES, domain_metrics, mopd_objective
-from mopd_mini.evaluation import accuracy
 from mopd_mini.rollout import completion_logits, sample
 
-from tests.conftest import TEACHERS
+from tests.conftest import TEACHERS, frozen
 
 DOMAINS = ("binding", "recall")
 PER_DOMAIN = ("loss", "kl", "sampled_kl", "clipped", "student_topk_mass", "teacher_topk_mass",
               "adv_mean", "adv_min", "adv_max", "tokens", "reward")
-
-
-def frozen(bank):
-    """True when no parameter of the bank's model requires grad."""
-    return not any(p.requires_grad for p in bank.model.parameters())
-
-
-# ------------------------------------------------------------------------------------ GRPO teacher
-
-def test_train_teacher_runs_and_moves_the_teacher(bank):
-    """Three GRPO steps log reward and groups_kept per step and move the teacher off its init."""
-    cfg = GRPOConfig(domain="binding", steps=3, prompts_per_step=4, group_size=6, eval_every=0,
-                     experiment=None, progress=False)
-    run = train_teacher(bank, cfg)
-    assert run.dir is None
-    assert [row["step"] for row in run.metrics] == [1, 2, 3]
-    for row in run.metrics:
-        assert 0.0 <= row["reward"] <= 1.0 and 0.0 <= row["groups_kept"] <= 1.0
-    kept = [row for row in run.metrics if row["groups_kept"] > 0]
-    assert kept, "no group had mixed rewards in 3 steps: nothing to learn from"
-    assert all(math.isfinite(row["loss"]) and row["skipped_nonfinite"] is False for row in kept)
-    assert bank.names == ["teacher_binding"] and frozen(bank)
-    lora_B = [p for n, p in bank.parameters("teacher_binding").items() if "lora_B" in n]
-    assert any(torch.count_nonzero(p) > 0 for p in lora_B)  # B = 0 at init
-
-
-def test_train_teacher_writes_its_run_folder(bank, tmp_path, monkeypatch):
-    """With an experiment name, the run lands under RUNS_DIR/<experiment>/<adapter>/ and the saved
-    adapter loads back with the trained weights."""
-    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path)
-    cfg = GRPOConfig(domain="recall", steps=2, prompts_per_step=2, group_size=4, eval_every=2, eval_n=2,
-                     experiment="t", progress=False)
-    run = train_teacher(bank, cfg)
-    folder = tmp_path / "t" / "teacher_recall"
-    assert run.dir == folder
-    assert {"adapter_config.json", "adapter_model.safetensors", "checkpoint.pt", "metrics.jsonl",
-            "config.json"} <= {f.name for f in folder.iterdir()}
-    lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-    assert [row["step"] for row in lines] == [1, 2]
-    assert {"acc/recall/L16", "acc/recall/L24"} <= set(lines[-1]) and "acc/recall/L16" not in lines[0]
-    trained = bank.state("teacher_recall")
-    bank.load("again", folder)
-    for (_, p), (_, q) in zip(sorted(trained.items()), sorted(bank.state("again").items())):
-        assert torch.equal(p, q)
-
-
-@pytest.mark.parametrize("bad", [dict(domain="math"), dict(steps=0), dict(group_size=0)])
-def test_train_teacher_refuses_bad_configs(bank, bad):
-    """An unknown domain or an empty batch raises ValueError."""
-    with pytest.raises(ValueError):
-        train_teacher(bank, GRPOConfig(**{**dict(experiment=None, progress=False), **bad}))
-
-
-def test_mix_rl_batches_hold_every_domain_in_balance(bank, monkeypatch):
-    """GRPO over two domains (Mix-RL): every step samples P prompts of EACH domain, G times each,
-    in domain blocks, and logs each domain's reward; the adapter is called mixrl."""
-    from mopd_mini import grpo
-    seen = []
-    real = grpo.sample
-    monkeypatch.setattr(grpo, "sample", lambda model, tok, exs, **kw: seen.append([e.task for e in exs]) or real(model, tok, exs, **kw))
-    cfg = GRPOConfig(domain=("binding", "recall"), steps=2, prompts_per_step=3, group_size=2, eval_every=0,
-                     experiment=None, progress=False)
-    run = train_teacher(bank, cfg)
-    assert bank.names == ["mixrl"]
-    assert seen == [["binding"] * 6 + ["recall"] * 6] * 2
-    assert all({"reward/binding", "reward/recall"} <= set(row) for row in run.metrics)
-
-
-def test_cascade_starts_from_the_first_stage_and_logs_it(teacher_bank):
-    """A cascade stage is GRPO started from another adapter (a copy, so the first stage is kept)
-    that also evaluates the first stage's domain."""
-    first = teacher_bank.state("teacher_binding")
-    cfg = GRPOConfig(domain="recall", init_from="teacher_binding", name="cascade", eval_domains=("binding",),
-                     steps=1, prompts_per_step=2, group_size=2, lr=1e-12, eval_every=1, eval_n=2,
-                     experiment=None, progress=False)
-    run = train_teacher(teacher_bank, cfg)
-    for n, t in teacher_bank.state("cascade").items():  # lr ~0: the copy is still the first stage
-        assert torch.allclose(t, first[n.replace(".cascade.", ".teacher_binding.")], atol=1e-9)
-    assert {"acc/binding/L16", "acc/recall/L16"} <= set(run.metrics[-1])
-    with pytest.raises(ValueError, match="init_from"):
-        train_teacher(teacher_bank, GRPOConfig(domain="recall", init_from="teacher_recall", experiment=None))
 
 
 # ----------------------------------------------------------------------------------- MOPD student
@@ -269,84 +184,3 @@ def test_objective_gradient_reaches_the_student_only(teacher_bank, mixed_example
         value.backward()
         assert logits.grad is not None and logits.grad.abs().sum() > 0
         assert not scores.logits.requires_grad and not scores.logprobs.requires_grad
-
-
-# ------------------------------------------------------------------------------------- evaluation
-
-def table(student_recall=0.5, teacher_recall=0.5):
-    """A hand-made evaluate() table: binding at L16/L24, recall at L16."""
-    return {"acc": {
-        "base": {"binding": {16: 0.2, 24: 0.4}, "recall": {16: 0.5}},
-        "teacher_binding": {"binding": {16: 0.8, 24: 1.0}, "recall": {16: 0.4}},
-        "teacher_recall": {"binding": {16: 0.1, 24: 0.1}, "recall": {16: teacher_recall}},
-        "student": {"binding": {16: 0.5, 24: 0.7}, "recall": {16: student_recall}},
-    }, "floor": {16: 0.25, 24: 0.125}, "n": 10}
-
-
-def test_normalised_scores_are_the_papers_ratio():
-    """s_d = (s - b) / (t - b) on each domain's mean accuracy, the mean over domains, denominators shown."""
-    scores = normalised_scores(table(student_recall=0.7, teacher_recall=0.9))
-    b = scores["binding"]
-    assert (b["model"], b["base"], b["teacher"]) == pytest.approx((0.6, 0.3, 0.9))
-    assert b["denominator"] == pytest.approx(0.6) and b["normalised"] == pytest.approx(0.5)
-    assert scores["recall"]["normalised"] == pytest.approx((0.7 - 0.5) / (0.9 - 0.5))
-    assert scores["mean"] == pytest.approx((0.5 + 0.5) / 2)
-    swapped = normalised_scores(table(student_recall=0.7, teacher_recall=0.9),
-                                teachers={"binding": "teacher_recall", "recall": "teacher_binding"})
-    assert swapped["binding"]["normalised"] == pytest.approx((0.6 - 0.3) / (0.1 - 0.3))
-
-
-def test_normalised_score_is_nan_without_teacher_headroom():
-    """A domain whose teacher scores like the base has denominator 0 and a nan ratio (and mean)."""
-    scores = normalised_scores(table(student_recall=0.7, teacher_recall=0.5))
-    assert scores["recall"]["denominator"] == 0
-    assert math.isnan(scores["recall"]["normalised"]) and math.isnan(scores["mean"])
-    assert scores["binding"]["normalised"] == pytest.approx(0.5)
-
-
-def test_format_table_has_every_model_and_the_binding_floor():
-    """format_table prints one row per adapter, one column per (domain, length), and the floor row."""
-    text = format_table(table())
-    lines = text.splitlines()
-    assert "binding L16" in lines[0] and "binding L24" in lines[0] and "recall L16" in lines[0]
-    for name in ("base", "teacher_binding", "teacher_recall", "student"):
-        assert any(line.startswith(f"| {name} |") for line in lines)
-    floor = [line for line in lines if "binding floor" in line]
-    assert len(floor) == 1 and "0.25" in floor[0] and "0.12" in floor[0]
-
-
-def test_evaluate_builds_the_table(teacher_bank, tiny):
-    """evaluate() measures each adapter on the same test examples; base is the plain base; the
-    binding floor is factworld.floor of those examples."""
-    lengths = {"binding": (8,), "recall": (12,)}
-    result = evaluate(teacher_bank, ["base", "teacher_binding"], n=4, lengths=lengths)
-    assert result["n"] == 4 and set(result["acc"]) == {"base", "teacher_binding"}
-    assert result["acc"]["base"]["binding"].keys() == {8} and result["acc"]["base"]["recall"].keys() == {12}
-    tests = {d: factworld.generate(d, "test", n=4, length=L[0], seed=0) for d, L in lengths.items()}
-    for d, examples in tests.items():
-        assert result["acc"]["base"][d][lengths[d][0]] == accuracy(tiny[0], tiny[1], examples)
-        with teacher_bank.use("teacher_binding") as model:
-            assert result["acc"]["teacher_binding"][d][lengths[d][0]] == accuracy(model, tiny[1], examples)
-    assert result["floor"] == {8: factworld.floor(tests["binding"])}
-    assert "binding floor" in format_table(result)
-
-
-def test_evaluate_on_the_validation_split(teacher_bank, tiny):
-    """split="val" evaluates on Domain.val_examples: prompts disjoint from train and test, so
-    hyperparameters chosen on them never see the test set; an unknown split is refused."""
-    from mopd_mini import DOMAINS
-    lengths = {"binding": (8,), "recall": (12,)}
-    result = evaluate(teacher_bank, ["teacher_binding"], n=4, lengths=lengths, split="val")
-    assert result["split"] == "val"
-    for d, (L,) in lengths.items():
-        val = DOMAINS[d].val_examples(L, 4)
-        assert all(ex.split == "val" for ex in val)
-        test = {ex.prompt for ex in DOMAINS[d].test_examples(L, 200)}
-        train = {ex.prompt for step in range(25) for ex in DOMAINS[d].train_examples(step, 8)}
-        assert not {ex.prompt for ex in val} & (test | train)
-        with teacher_bank.use("teacher_binding") as model:
-            assert result["acc"]["teacher_binding"][d][L] == accuracy(model, tiny[1], val)
-    with pytest.raises(ValueError, match="split"):
-        evaluate(teacher_bank, ["base"], n=2, split="train")
-    with pytest.raises(ValueError, match="eval_split"):
-        train_teacher(teacher_bank, GRPOConfig(eval_split="dev", experiment=None, progress=False))
