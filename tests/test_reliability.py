@@ -4,7 +4,7 @@ is touched); and a non-finite loss skips its step without touching a weight.
 
 Bad inputs already covered elsewhere (docs/reliability.md lists them all, with their messages):
 unknown adapter names (test_adapters), unknown loss / scoring / domain and clip, topk, temperature
-and prompts_per_domain of MOPDConfig (test_trainers), k outside the vocabulary in teacher scoring
+and prompts_per_domain of MOPDConfig (test_distill), k outside the vocabulary in teacher scoring
 (test_routing), the losses' own checks (test_losses), prompts beyond the context or the vocabulary
 (test_rollout), quantize without a GPU and a hub id offline (test_models), FactWorld knobs
 (test_factworld), a missing or corrupt adapter folder and an adapter of another base (test_adapters).
@@ -101,7 +101,7 @@ def test_grpo_config_refuses_bad_values(teacher_bank, runs_dir, bad, pattern):
     (dict(checkpoint_every=0), r"checkpoint_every must be >= 1"),
 ], ids=lambda v: "-".join(f"{k}={x}" for k, x in v.items()) if isinstance(v, dict) else None)
 def test_mopd_config_refuses_bad_values(teacher_bank, runs_dir, bad, pattern):
-    """The MOPD checks test_trainers does not already make: each names the field, before the bank
+    """The MOPD checks test_distill does not already make: each names the field, before the bank
     (its teachers, any student) or the disk is touched."""
     before = snapshot(teacher_bank)
     with pytest.raises(ValueError, match=pattern):

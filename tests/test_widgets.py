@@ -1,4 +1,5 @@
-"""The loss lab's widgets show the values the configs hold (notebook 04)."""
+"""The loss lab's widgets show the values the configs hold (notebook 04); the study pickers of
+notebooks 05b, 06 and 07 offer the settings of the committed evidence view."""
 
 import pytest
 
@@ -7,7 +8,7 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 
-from mopd_mini import MOPDConfig, widgets  # noqa: E402
+from mopd_mini import MOPDConfig, evidence, widgets  # noqa: E402
 
 
 def test_the_clip_slider_shows_the_configs_clip():
@@ -227,3 +228,20 @@ def test_the_stuck_slider_spans_half_to_0999_and_draws_headless():
     panel = widgets.stuck_slider()
     slider = next(w for w in panel.widget.children if getattr(w, "description", "") == "p_S(wrong)")
     assert (slider.min, slider.max) == (0.5, 0.999) and 0.5 <= slider.value <= 0.999
+
+
+def test_the_pickers_offer_the_studys_settings_and_draw_headless():
+    """The study pickers of notebooks 05b, 06 and 07 offer the settings of the committed evidence
+    view (mopd_mini/data/evidence.json) and warm their whole cache headless."""
+    m = widgets.matched_picker()
+    assert widgets.options(m.controls["T"]) == [100, 200, 400] and m.controls["T"].value == 400
+    assert widgets.options(m.controls["method"]) == list(evidence.RIVALS)
+    assert m.show(T=400, method="mopd_pg")["picked"]["resolved_holm"]
+    m.controls["method"].value = "mopd_pg"
+    assert "resolved below 0" in m.note.value
+    o, d = widgets.origin_picker(), widgets.depth_picker()
+    assert widgets.options(o.controls["seed"]) == ["mean", *evidence.load_view()["origin"]["seeds"]]
+    assert widgets.options(d.controls["depth"]) == [2, 3, 4, 5]
+    for p in (m, o, d):
+        p.warming.join()
+        assert len(p.cache) == len(widgets.every(p.controls, *p.controls)())

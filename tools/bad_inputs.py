@@ -142,29 +142,29 @@ def nonfinite(kind: str) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 # the tests that cover each case, as "<file letter>:<test>" (expanded by `tests_cell`)
-TEST_FILES = {"R": "test_reliability", "T": "test_trainers", "A": "test_adapters", "L": "test_losses",
-              "M": "test_models", "F": "test_factworld", "C": "test_rollout", "N": "test_routing",
-              "O": "test_no_overwrite", "X": "test_export_safety", "E": "test_export"}
+TEST_FILES = {"R": "test_reliability", "G": "test_grpo", "D": "test_distill", "A": "test_adapters",
+              "L": "test_losses", "M": "test_models", "F": "test_factworld", "C": "test_rollout",
+              "N": "test_routing", "O": "test_no_overwrite", "X": "test_export_safety", "E": "test_export"}
 V = len(TINY[1])
 
 CASES = [
     # names
     ("names", "GRPOConfig(domain='math')", "GRPOConfig.check", ValueError,
-     "R:test_grpo_config_refuses_bad_values T:test_train_teacher_refuses_bad_configs",
+     "R:test_grpo_config_refuses_bad_values G:test_train_teacher_refuses_bad_configs",
      lambda: train_teacher(bank(False), teacher(domain="math"))),
-    ("names", "MOPDConfig(domains=('math',))", "MOPDConfig.check", ValueError, "T:test_student_refuses_bad_configs",
+    ("names", "MOPDConfig(domains=('math',))", "MOPDConfig.check", ValueError, "D:test_student_refuses_bad_configs",
      lambda: train_student(bank(), student(domains=("math",)))),
     ("names", "MOPDConfig(domains=())", "MOPDConfig.check", ValueError, "R:test_mopd_config_refuses_bad_values",
      lambda: train_student(bank(), student(domains=()))),
-    ("names", "MOPDConfig(loss='foo')", "MOPDConfig.check", ValueError, "T:test_student_refuses_bad_configs",
+    ("names", "MOPDConfig(loss='foo')", "MOPDConfig.check", ValueError, "D:test_student_refuses_bad_configs",
      lambda: train_student(bank(), student(loss="foo"))),
-    ("names", "MOPDConfig(scoring='average')", "MOPDConfig.check", ValueError, "T:test_student_refuses_bad_configs",
+    ("names", "MOPDConfig(scoring='average')", "MOPDConfig.check", ValueError, "D:test_student_refuses_bad_configs",
      lambda: train_student(bank(), student(scoring="average"))),
     ("names", "bank.use('nope') (any unknown adapter name)", "AdapterBank.check", ValueError,
      "A:test_unknown_adapter_name_lists_the_bank",
      lambda: bank().use("nope").__enter__()),
     ("names", "train_student on a bank without its teachers", "train_student", ValueError,
-     "T:test_student_needs_the_teachers",
+     "D:test_student_needs_the_teachers",
      lambda: train_student(bank(False), student())),
     ("names", "bank.create('base')", "AdapterBank.create", ValueError, "A:test_create_refuses_the_base_name",
      lambda: bank(False).create("base")),
@@ -173,11 +173,11 @@ CASES = [
      lambda: load_base("tiny", quantize="3bit")),
     # numbers
     ("numbers", "MOPDConfig(clip=0)", "MOPDConfig.check", ValueError,
-     "T:test_student_refuses_bad_configs R:test_mopd_config_refuses_bad_values",
+     "D:test_student_refuses_bad_configs R:test_mopd_config_refuses_bad_values",
      lambda: train_student(bank(), student(clip=0))),
     ("numbers", "losses.pg_loss(..., clip=-1)", "losses.pg_loss", ValueError, "L:test_validation_errors",
      lambda: losses.pg_loss(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), clip=-1.0)),
-    ("numbers", "MOPDConfig(topk=0)", "MOPDConfig.check", ValueError, "T:test_student_refuses_bad_configs",
+    ("numbers", "MOPDConfig(topk=0)", "MOPDConfig.check", ValueError, "D:test_student_refuses_bad_configs",
      lambda: train_student(bank(), student(topk=0))),
     ("numbers", f"MOPDConfig(topk=10000) on the tiny model (V = {V})", "train_student", ValueError,
      "R:test_mopd_config_refuses_bad_values",
@@ -189,7 +189,7 @@ CASES = [
     ("numbers", "losses.topk_reverse_kl with k > V", "losses.topk_reverse_kl", ValueError, "L:test_validation_errors",
      lambda: losses.topk_reverse_kl(torch.zeros(1, 1, 4), torch.zeros(1, 1, 5, dtype=torch.long),
                                     torch.zeros(1, 1, 5), torch.ones(1, 1))),
-    ("numbers", "MOPDConfig(temperature=0)", "runs.check_loop", ValueError, "T:test_student_refuses_bad_configs",
+    ("numbers", "MOPDConfig(temperature=0)", "runs.check_loop", ValueError, "D:test_student_refuses_bad_configs",
      lambda: train_student(bank(), student(temperature=0))),
     ("numbers", "GRPOConfig(temperature=-1)", "runs.check_loop", ValueError, "R:test_grpo_config_refuses_bad_values",
      lambda: train_teacher(bank(False), teacher(temperature=-1.0))),
@@ -201,7 +201,7 @@ CASES = [
     ("numbers", "GRPOConfig(grad_clip=0)", "runs.check_loop", ValueError, "R:test_grpo_config_refuses_bad_values",
      lambda: train_teacher(bank(False), teacher(grad_clip=0.0))),
     ("numbers", "GRPOConfig(steps=0)", "runs.check_loop", ValueError,
-     "R:test_grpo_config_refuses_bad_values T:test_train_teacher_refuses_bad_configs",
+     "R:test_grpo_config_refuses_bad_values G:test_train_teacher_refuses_bad_configs",
      lambda: train_teacher(bank(False), teacher(steps=0))),
     ("numbers", "GRPOConfig(max_new_tokens=0)", "runs.check_loop", ValueError,
      "R:test_grpo_config_refuses_bad_values",
@@ -219,7 +219,7 @@ CASES = [
      "R:test_grpo_config_refuses_bad_values",
      lambda: train_teacher(bank(False), teacher(group_size=1))),
     ("batch size 0", "MOPDConfig(prompts_per_domain=0)", "MOPDConfig.check", ValueError,
-     "T:test_student_refuses_bad_configs",
+     "D:test_student_refuses_bad_configs",
      lambda: train_student(bank(), student(prompts_per_domain=0))),
     ("batch size 0", "GRPOConfig(eval_n=0)", "runs.check_loop", ValueError, "R:test_grpo_config_refuses_bad_values",
      lambda: train_teacher(bank(False), teacher(eval_n=0))),
@@ -585,7 +585,7 @@ def trigger(expected, call) -> tuple[str, str]:
 
 
 def tests_cell(spec: str) -> str:
-    """"R:test_x T:test_y" -> `test_reliability::test_x`<br>`test_trainers::test_y`."""
+    """"R:test_x D:test_y" -> `test_reliability::test_x`<br>`test_distill::test_y`."""
     return "<br>".join(f"`{TEST_FILES[f]}::{name}`" for f, name in (t.split(":") for t in spec.split()))
 
 

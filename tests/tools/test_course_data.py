@@ -1,7 +1,7 @@
-"""The widgets of notebooks 05b, 06 and 07 read mopd_mini/data/evidence.json: it is what
-`python -m tools.course_data` makes from the committed study JSON now, each pick maps to the
-values of that JSON (the matched study's decisions as bench.matched computes them), and every
-figure of a pick says what it draws."""
+"""mopd_mini/data/evidence.json, which the widgets of notebooks 05b, 06 and 07 read, is what
+`python -m tools.course_data` makes from the committed study JSON now, and each matched pick maps to
+the matched study's decisions as studies.matched computes them. What needs the library only (the
+package data, the origin and depth picks, the figures) is tested in tests/test_evidence.py."""
 
 import json
 from pathlib import Path
@@ -15,7 +15,6 @@ matplotlib.use("Agg")
 from studies import matched  # noqa: E402
 from tools import course_data  # noqa: E402
 from mopd_mini import evidence  # noqa: E402
-from tests.test_plots import assert_labelled  # noqa: E402
 
 ROOT = Path(__file__).parents[2]
 VIEW = evidence.load_view()
@@ -33,15 +32,6 @@ def test_a_changed_study_json_stales_the_view(tmp_path):
     rep["by_T"]["400"]["rows"]["mixrl"]["0"]["lift"]["mean"] += 0.05
     (tmp_path / "matched.json").write_text(json.dumps(rep))
     assert course_data.text(course_data.make(tmp_path)) != evidence.VIEW_PATH.read_text()
-
-
-def test_the_view_ships_as_package_data():
-    import fnmatch
-    import tomllib
-
-    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["mopd_mini"]
-    rel = evidence.VIEW_PATH.relative_to(Path(evidence.__file__).parent).as_posix()
-    assert any(fnmatch.fnmatch(rel, p) for p in patterns)
 
 
 @pytest.mark.parametrize("method", list(evidence.RIVALS))
@@ -68,54 +58,3 @@ def test_05bs_question_has_the_answer_the_json_gives():
     assert kl_rft["resolved"] and not kl_rft["resolved_holm"]
     with pytest.raises(KeyError, match="T = 300"):
         evidence.matched_pick(VIEW, 300, "mopd_kl")
-
-
-def test_an_origin_pick_reads_the_ablation_curves():
-    rep = json.loads((ROOT / "docs" / "ablations.json").read_text())
-    one = evidence.origin_pick(VIEW, "topk", "1")
-    runs = rep["origin"]["1"]["runs"]
-    assert one["other"] == pytest.approx([r["kl/binding"] for r in runs["foreign_topk_s1"]["curve"]], abs=1e-6)
-    assert one["same"] == pytest.approx([r["kl/binding"] for r in runs["student_topk_s1"]["curve"]], abs=1e-6)
-    mean = evidence.origin_pick(VIEW, "pg")
-    assert mean["seeds"] == rep["summary"]["origin"]["seeds"]
-    assert mean["same"][0] == pytest.approx(sum(rep["origin"][s]["runs"][f"student_pg_s{s}"]["curve"][0]["kl/binding"]
-                                                for s in mean["seeds"]) / len(mean["seeds"]), abs=1e-6)
-
-
-def test_a_depth_pick_reads_arm_2s_per_seed_rows():
-    rep = json.loads((ROOT / "docs" / "regimes.json").read_text())
-    pick = evidence.depth_pick(VIEW, 2, "acc")
-    row = next(r for r in rep["runs"]["2|mopd_kl|1"]["test"] if r["length"] == 2)
-    assert pick["methods"]["mopd_kl"]["per_seed"]["1"] == pytest.approx(row["acc"])
-    assert pick["methods"]["mopd_kl"]["mean"] == pytest.approx(rep["views"]["2"]["methods"]["mopd_kl"]["by_length"]["chain"]["2"])
-    assert not pick["held_out"] and evidence.depth_pick(VIEW, 4, "trace")["held_out"]
-    with pytest.raises(KeyError):
-        evidence.depth_pick(VIEW, 7)
-
-
-FIGURES = {
-    "matched_figure (05b)": lambda: evidence.matched_figure(evidence.matched_pick(VIEW, 400, "mopd_pg")),
-    "origin_figure (06)": lambda: evidence.origin_figure(evidence.origin_pick(VIEW, "pg", "0"), ymax=1.0),
-    "depth_figure (07)": lambda: evidence.depth_figure(evidence.depth_pick(VIEW, 4, "trace")),
-}
-
-
-@pytest.mark.parametrize("name", FIGURES)
-def test_every_pick_figure_has_a_title_and_axis_labels(name):
-    assert_labelled(FIGURES[name]())
-
-
-def test_the_pickers_offer_the_studys_settings_and_draw_headless():
-    widgets = pytest.importorskip("mopd_mini.widgets")
-    m = widgets.matched_picker()
-    assert widgets.options(m.controls["T"]) == [100, 200, 400] and m.controls["T"].value == 400
-    assert widgets.options(m.controls["method"]) == list(evidence.RIVALS)
-    assert m.show(T=400, method="mopd_pg")["picked"]["resolved_holm"]
-    m.controls["method"].value = "mopd_pg"
-    assert "resolved below 0" in m.note.value
-    o, d = widgets.origin_picker(), widgets.depth_picker()
-    assert widgets.options(o.controls["seed"]) == ["mean", *VIEW["origin"]["seeds"]]
-    assert widgets.options(d.controls["depth"]) == [2, 3, 4, 5]
-    for p in (m, o, d):
-        p.warming.join()
-        assert len(p.cache) == len(widgets.every(p.controls, *p.controls)())
