@@ -256,13 +256,19 @@ def test_a_student_may_not_overwrite_a_teacher(folder, capsys):
     assert (copied / "adapter_model.safetensors").read_bytes() == before
 
 
-def test_top_level_help_imports_no_torch():
-    code = ("import sys\nfrom mopd_mini import cli\ntry:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+def help_in_a_fresh_process(argv: list[str]) -> str:
+    """What `mopd-mini <argv>` prints in a new interpreter, then whether torch was imported."""
+    code = (f"import sys\nfrom mopd_mini import cli\ntry:\n    cli.main({argv!r})\nexcept SystemExit:\n    pass\n"
             "print('torch imported:', 'torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
-    assert "mix-rl" in done.stdout and "torch imported: False" in done.stdout
+    return done.stdout
+
+
+def test_top_level_help_imports_no_torch():
+    out = help_in_a_fresh_process(["--help"])
+    assert "mix-rl" in out and "torch imported: False" in out
 
 
 def test_the_lazy_package_keeps_its_names():

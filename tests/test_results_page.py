@@ -2,13 +2,12 @@
 named from the flags, a missing run is refused before the base loads (with the study that trains
 it), and its --help needs no torch."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from mopd_mini import results_page, runs
+from tests.test_cli_methods import help_in_a_fresh_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,9 +42,5 @@ def test_a_missing_run_is_refused_before_the_base_loads(tmp_path, monkeypatch, c
 
 
 def test_the_results_command_help_imports_no_torch():
-    code = ("import sys\nfrom mopd_mini import cli\ntry:\n    cli.main(['results', '--help'])\nexcept SystemExit:\n"
-            "    pass\nprint('torch imported:', 'torch' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr
-    assert "--seeds" in done.stdout and "torch imported: False" in done.stdout
+    out = help_in_a_fresh_process(["results", "--help"])
+    assert "--seeds" in out and "torch imported: False" in out
