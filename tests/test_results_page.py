@@ -18,7 +18,7 @@ def test_the_page_runs_are_named_from_the_flags():
     assert [c.adapter for c in teachers] == ["teacher_binding", "teacher_recall"]
     assert {loss: [c.student for c in cs] for loss, cs in students.items()} == {
         "pg": ["student_pg_s0", "student_pg_s2"], "kl": ["student_kl_s0", "student_kl_s2"]}
-    assert {c.experiment for c in teachers} == {runs.experiment_name(results_page.EXPERIMENT)}
+    assert {c.experiment for c in teachers} == {results_page.EXPERIMENT}   # the page's own folder, in either mode
     assert [c.seed for c in students["kl"]] == [0, 2] and {c.loss for c in students["kl"]} == {"kl"}
 
 
@@ -29,7 +29,7 @@ def test_a_missing_run_is_refused_before_the_base_loads(tmp_path, monkeypatch, c
     monkeypatch.setattr(runs, "RUNS_DIR", tmp_path)
     monkeypatch.setattr(models, "load_base", lambda *a, **k: pytest.fail("the base was loaded"))
     args = ["--seeds", "0", "--losses", "pg"]
-    folder = tmp_path / runs.experiment_name(results_page.EXPERIMENT)
+    folder = tmp_path / results_page.EXPERIMENT
     (folder / "teacher_binding").mkdir(parents=True)
     (folder / "teacher_binding" / "adapter_config.json").write_text("{}")   # one finished run
     assert results_page.missing_runs(results_page.results_parser().parse_args(args)) == [
