@@ -61,6 +61,7 @@ from mopd_mini import cost, plots, runs, stats, views  # noqa: E402
 from mopd_mini.adapters import atomic_write  # noqa: E402
 
 from . import baselines, regimes, study  # noqa: E402
+from .study import LADDER, extend_lr  # noqa: E402,F401  (the bracketing every study shares)
 from .baselines import DOMAINS, LABEL, MERGES  # noqa: E402
 from tools.provenance import above_header, command, machine, machine_line  # noqa: E402
 
@@ -108,25 +109,10 @@ LR_CENTRE = {"mopd_pg": 1e-3, "mopd_topk": 3e-3, "mopd_kl": 3e-3, "mixrl": 1e-3,
              "cascade_rb": 1e-3, "rft": 1e-3, "soft": 3e-3}
 
 
-LADDER = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
-"""the learning rates a grid takes its points from, about x3 apart (the baselines' grid was 3e-4, 1e-3, 3e-3)"""
-
-
 def around(lr: float) -> tuple:
-    """The rate and its two neighbours on LADDER (1e-3: 3e-4, 1e-3, 3e-3)."""
+    """The rate and its two neighbours on studies.study's LADDER (1e-3: 3e-4, 1e-3, 3e-3)."""
     i = LADDER.index(lr)
     return LADDER[max(0, i - 1):i + 2]
-
-
-def extend_lr(best: dict, tried: list[dict]) -> dict | None:
-    """The next LADDER rate past the grid's edge when the best sits on it (the other keys held at
-    the best's), else None: the choice is interior (or the ladder ends)."""
-    same = sorted(t["lr"] for t in tried if {k: v for k, v in t.items() if k != "lr"}
-                  == {k: v for k, v in best.items() if k != "lr"})
-    if len(same) < 2 or same[0] < best["lr"] < same[-1]:
-        return None
-    i = LADDER.index(best["lr"]) + (1 if best["lr"] == same[-1] else -1)
-    return {**best, "lr": LADDER[i]} if 0 <= i < len(LADDER) else None
 
 
 FULL = Plan(lrs={m: around(lr) for m, lr in LR_CENTRE.items()})

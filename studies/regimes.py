@@ -41,6 +41,13 @@ a trainer and its budget) and what each arm's page reads.
 
 from __future__ import annotations
 
+import sys
+
+if __name__ == "__main__" and "--status" in sys.argv[1:]:   # from the JSON alone, before torch loads
+    from studies.slices import status_main
+
+    raise SystemExit(status_main("regimes", sys.argv[1:]))
+
 import argparse
 import dataclasses
 import json
@@ -66,7 +73,7 @@ from mopd_mini.merge import merge  # noqa: E402
 from mopd_mini.offline import OfflineConfig, collect, gold, train_offline  # noqa: E402
 from mopd_mini.regimes import starting_points  # noqa: E402
 
-from . import study  # noqa: E402
+from . import slices, study  # noqa: E402
 from tools.provenance import above_header, command, machine, machine_line  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -203,8 +210,8 @@ def domain_variants(variants: dict):
 # ---------------------------------------------------------------------------------------------
 
 LR_GRID = (3e-4, 1e-3, 3e-3)
-"""every arm-2b and memory-cures method's learning-rate grid (studies.matched's LADDER around the presets'
-1e-3), bracketed past an edge by studies.matched.extend_lr"""
+"""every arm-2b and memory-cures method's learning-rate grid (studies.study's LADDER around the presets'
+1e-3), bracketed past an edge by studies.study.extend_lr"""
 JSD_BETAS = (0.1, 0.5, 0.9)
 """jsd's beta, chosen on val with its rate (TRL's convention: 0 the forward KL, 1 the reverse KL)"""
 STUCK_STEPS = (50, 100, 300)
@@ -642,65 +649,364 @@ def quick_grid(key: str, grid: list) -> list:
     return list(grid[:2]) if key == "mopd_kl" else [grid[len(grid) // 2]]
 
 
-def choose_settings(args, arm: Arm, store: Store) -> dict[str, dict]:
-    """Every gridded method's setting, chosen on val by studies/study.py's runner (`study.choose`: the
-    grid at seed 0, bracketed past an edge by studies.matched.extend_lr at most twice, a choice within
-    one val SE trained again at seed 1 and made on the two-seed mean, re-bracketed after it at most
-    4 times), in dependency order: what no method reads first (the teacher), then what reads it at
-    the teacher's chosen setting. The score is study.scores' normalised one against a ceiling of
-    1.0 at every read length, i.e. the mean val score itself. Recorded in the JSON (resumable)."""
-    from .matched import extend_lr
+def choose_settings(args, arm: Arm, store: Store) -> dict[str, dict] | None:
+    """The val choice as it stands in the JSON: every gridded method's setting once every one is
+    chosen (None while jobs are left; `plan_choice`). The choice itself runs as jobs (`run_sliced`)."""
+    jobs, chosen, _ = plan_choice(args, arm, store.read())
+    return chosen if not jobs and set(chosen) >= set(arm.grids) else None
 
+
+# ---------------------------------------------------------------------------------------------
+# the arms with grids (2b, memory-cures) in time-boxed slices: every run one recorded job, the
+# adapters later jobs read kept beside the JSON (studies/slices.py)
+# ---------------------------------------------------------------------------------------------
+
+
+INPUTS = "regimes_inputs"
+"""the folder beside regimes.json that holds every adapter a later job reads (tracked by git)"""
+
+
+def inputs_of(out: Path) -> slices.Inputs:
+    return slices.Inputs(out / INPUTS, runs.folder_digest)
+
+
+def input_key(arm: Arm, name: str, seed: int) -> str:
+    return f"arm{arm.number}/s{seed}/{name}"
+
+
+def run_key(arm: Arm, key: str, setting: dict, seed: int) -> str:
+    """A val-choice run's record in the "choices" section: (arm, method, setting, seed)."""
+    return f"{arm.number}|run|{key}|{json.dumps(setting, sort_keys=True)}|{seed}"
+
+
+def choice_spec(args, arm: Arm, keys) -> study.Study:
+    """The runner's declaration of the arm's choice for `keys` (what `study.replay_choice` reads):
+    each method's grid (the smoke test's shorter one), bracketed by study.extend_lr, a tie-break at
+    seed 1. Nothing trains through it: its runs are this study's jobs."""
+    return study.Study(module="studies.regimes", methods={k: study.Method(None, grid=quick_grid(k, arm.grids[k])
+                                                                          if args.quick else list(arm.grids[k]),
+                                                                          extend=study.extend_lr) for k in keys},
+                       setup=None, domains=tuple(arm.domains), tie_break=1, val_from_run=False,
+                       **(dict(max_extend=1, rebracket=1) if args.quick else {}))
+
+
+def choice_entry(arm: Arm, base_val: dict, rec: dict, setting: dict, val_n: int) -> dict:
+    """A run's grid entry (study.replay_choice's): its normalised val scores against the base and a
+    ceiling of 1.0 at every read length (i.e. the mean val score itself), from its record."""
+    doms = get_domains(arm.domains)
+    accs = {"base": base_val, **{f"teacher_{d}": {d: {L: 1.0 for L in dom.train_lengths}} for d, dom in doms.items()},
+            rec["adapter"]: {d: {int(L): v for L, v in by.items()} for d, by in rec["scores"].items()}}
+    s = study.scores(accs, rec["adapter"], val_n, domains=tuple(arm.domains))
+    return {**setting, "name": rec["adapter"], **{d: s[d]["normalised"] for d in arm.domains}, "mean": s["mean"],
+            "se": s["mean_se"], "seconds": rec.get("train_seconds", 0.0)}
+
+
+def plan_choice(args, arm: Arm, data: dict) -> tuple[list[dict], dict, dict]:
+    """(jobs, chosen, grid) of the arm's val choice from its records: the jobs the choice needs next
+    (every one independent of the others), the settings chosen so far {method: setting}, and each
+    chosen method's grid entries. A method is planned once what it reads is chosen; a run at seed s
+    of a method that reads a teacher needs that teacher's chosen run at seed s first (a job of its own)."""
+    n = (QUICK_EVAL if args.quick else EVAL)["val"]
+    base = data["choices"].get(f"{arm.number}|eval|{BASE}|val|{n}")
+    if base is None:
+        return [{"kind": "base"}], {}, {}
+    base = {d: {int(L): v for L, v in by.items()} for d, by in base.items()}
+    methods = {m.key: m for m in arm.methods}
+    spec = choice_spec(args, arm, list(arm.grids))
+    chosen, grid, jobs = {}, {}, []
+
+    def need(job):
+        if job not in jobs:
+            jobs.append(job)
+
+    for k in sorted(arm.grids, key=lambda k: level(methods, k)):
+        if any(t in arm.grids and t not in chosen for t in methods[k].needs):
+            continue                                    # what it reads is not chosen yet
+        def val_of(setting, seed, k=k):
+            rec = data["choices"].get(run_key(arm, k, setting, seed))
+            return None if rec is None else choice_entry(arm, base, rec, setting, n)
+        missing, entries, best = study.replay_choice(spec, k, val_of)
+        for setting, seed in missing:
+            ready = True
+            for t in methods[k].needs:                 # its teacher's chosen run at this seed, first
+                if t in arm.grids and run_key(arm, t, chosen[t], seed) not in data["choices"]:
+                    need({"kind": "choice", "key": t, "setting": chosen[t], "seed": seed})
+                    ready = False
+            if ready:
+                need({"kind": "choice", "key": k, "setting": setting, "seed": seed})
+        if best is not None:
+            chosen[k], grid[k] = study._setting(spec.methods[k], best), entries
+    return jobs, chosen, grid
+
+
+def methods_at(arm: Arm, chosen: dict) -> dict[str, Recipe]:
+    """The arm's methods at the settings chosen so far (the others as declared)."""
+    return {m.key: with_setting(m, chosen[m.key]) if m.key in chosen else m for m in arm.methods}
+
+
+def reads(data: dict, inp: str) -> list[str]:
+    """The recorded jobs that read input `inp` (their "reads": {input: digest})."""
+    recs = [*data["choices"].values(), *data["runs"].values()]
+    return [f"{r['method']} at seed {r['seed']}" for r in recs if isinstance(r, dict) and inp in (r.get("reads") or {})]
+
+
+def arm_records(data: dict, arm: Arm) -> dict[str, dict]:
+    """Every record of the arm in the store, {section|key: record} (the inputs' makers and readers)."""
+    return {f"{sec}|{k}": r for sec in ("choices", "runs") for k, r in data[sec].items()
+            if isinstance(r, dict) and r.get("arm") == arm.number}
+
+
+def input_records(data: dict, arm: Arm, name: str, seed: int) -> list[dict]:
+    """The records that made adapter `name` of the arm at `seed` and kept it as an input."""
+    return [r for r in [*data["choices"].values(), *data["runs"].values()]
+            if isinstance(r, dict) and r.get("arm") == arm.number and r.get("seed") == seed
+            and r.get("adapter") == name and r.get("digest")]
+
+
+def has_input(data: dict, arm: Arm, name: str, seed: int) -> bool:
+    return bool(input_records(data, arm, name, seed))
+
+
+def provide(ctx: Context, bank, m: Recipe, seed: int, built: dict, data: dict, out: Path) -> tuple[str, str]:
+    """Load the input adapter of `m` at `seed` (a teacher a job reads) into the bank from the inputs
+    folder, its digest checked against the record that made it. Returns (input, digest). No record:
+    the study stops (a teacher's job runs before its readers'); missing or another digest: InputError."""
+    made = input_records(data, ctx.arm, m.name, seed)
+    if not made:
+        raise SystemExit(f"{m.name} at seed {seed} has no record with an input: its job must run first")
+    inp, digest = made[0]["input"], made[0]["digest"]
+    bank.load(m.name, inputs_of(out).get(inp, digest, reads(data, inp)))
+    built[m.key] = {"run": None}
+    return inp, digest
+
+
+def trained_fields(ctx: Context, bank, m: Recipe, out: dict) -> dict:
+    """What a record keeps of a training run (its cost, time, MOPD's KL along the trace and stuck shares)."""
+    run = out["run"]
+    return {"trainer": m.trainer, "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in ctx.settings(m).items()},
+            "needs": list(m.needs), "cost": cost.totals(run.metrics) if run is not None else {},
+            "train_seconds": run.seconds if run is not None else 0.0, "N": cost.param_counts(bank)[0],
+            "n": sum(p.numel() for p in bank.parameters(m.name).values()) if m.trainer != "base" else 0,
+            "merge_w": out.get("merge_w"), "counts": out.get("counts"),
+            "kl_along": kl_along(run.trace) if run is not None and run.trace else None,
+            "stuck": stuck_at(run, ctx.arm.domains) if m.trainer == "mopd" and run is not None else None}
+
+
+def choice_scores(arm: Arm, rows: list[dict]) -> dict:
+    """{domain: {str(L): score}} a choice reads: CHOICE_KEY's metric at the domain's train lengths."""
+    doms = get_domains(arm.domains)
+    return {d: {str(r["length"]): r[CHOICE_KEY.get(d, "acc")] for r in rows
+                if r["domain"] == d and r["length"] in doms[d].train_lengths} for d in arm.domains}
+
+
+def train_job(args, arm: Arm, store: Store, key: str, seed: int, setting: dict | None) -> tuple:
+    """Train one run of the arm in a fresh bank, its teachers read from the inputs: (ctx, bank, m,
+    fields, reads) or, when the trainer refused at this setting, (ctx, None, m, {"failed": msg}, reads)."""
+    data = store.read()
+    _, chosen, _ = plan_choice(args, arm, data)
+    methods = methods_at(arm, chosen)
+    m = with_setting(methods[key], setting) if setting is not None else methods[key]
+    ctx = Context(arm, {**methods, key: m}, args.quick, store, not args.quiet)
+    torch.manual_seed(0)
+    bank = mm.AdapterBank(*mm.load_base("tiny"))
+    built, read = {}, {}
+    for t in m.needs:
+        inp, digest = provide(ctx, bank, ctx.methods[t], seed, built, data, args.out)
+        read[inp] = digest
+    try:
+        out = build_recipe(ctx, bank, m, seed, built)
+    except ValueError as err:        # refused at its registered budget (RFT with no correct sample): a result
+        print(f"{m.name} seed {seed} FAILED: {err}", flush=True)
+        return ctx, None, m, {"failed": str(err)}, read
+    return ctx, bank, m, trained_fields(ctx, bank, m, out), read
+
+
+def save_input(args, arm: Arm, bank, m: Recipe, seed: int) -> dict:
+    """The trained adapter saved in the inputs folder (once): {"input": key, "digest": ...}."""
+    k = input_key(arm, m.name, seed)
+    return {"input": k, "digest": inputs_of(args.out).put(k, lambda tmp: bank.save(m.name, tmp))}
+
+
+def choice_job(args, arm: Arm, store: Store, key: str, setting: dict, seed: int) -> None:
+    """One run of the val choice: trained, scored on val, its adapter kept as an input, recorded."""
+    started = time.perf_counter()
+    n = QUICK_EVAL if args.quick else EVAL
+    ctx, bank, m, fields, read = train_job(args, arm, store, key, seed, setting)
+    rec = {"arm": arm.number, "method": key, "setting": setting, "seed": seed, "adapter": m.name,
+           "signature": ctx.signature(key), "reads": read, **fields}
+    if bank is None:                 # refused: it scores 0 at every read length, as registered
+        rec["scores"] = {d: {str(L): 0.0 for L in dom.train_lengths} for d, dom in get_domains(arm.domains).items()}
+    else:
+        rec["val"] = evaluate_rows(bank, m.name, arm.domains, n["val"], "val")
+        rec["scores"] = choice_scores(arm, rec["val"])
+        rec.update(save_input(args, arm, bank, m, seed))
+    rec.update(machine=machine_line(machine()), wall_seconds=time.perf_counter() - started, finished_at=time.time())
+    with store.edit() as data:
+        data["quick"] = args.quick
+        data["choices"][run_key(arm, key, setting, seed)] = rec
+
+
+def base_job(args, arm: Arm, store: Store) -> None:
+    """The base's val scores, which every choice is normalised against (the choice's first job)."""
+    n = (QUICK_EVAL if args.quick else EVAL)["val"]
+    bank = mm.AdapterBank(*mm.load_base("tiny"))
+    ArmEvals(arm, store).get(bank, BASE, "val", n)
+
+
+def seed_job(args, arm: Arm, store: Store, key: str, seed: int) -> None:
+    """One (method, seed) of the arm at its chosen setting, recorded in "runs" with its test and val
+    rows. A run the val choice made at this seed is not trained again: its adapter is read from the
+    inputs and its training fields from its record. A teacher's adapter is kept as an input."""
+    started = time.perf_counter()
+    n = QUICK_EVAL if args.quick else EVAL
+    data = store.read()
+    _, chosen, _ = plan_choice(args, arm, data)
+    made = data["choices"].get(run_key(arm, key, chosen[key], seed)) if key in chosen else None
+    methods = methods_at(arm, chosen)
+    m = methods[key]
+    if made is not None and "digest" in made:
+        ctx = Context(arm, methods, args.quick, store, not args.quiet)
+        bank = mm.AdapterBank(*mm.load_base("tiny"))
+        bank.load(m.name, inputs_of(args.out).get(made["input"], made["digest"], reads(data, made["input"])))
+        fields = {k: made[k] for k in ("trainer", "settings", "needs", "cost", "train_seconds", "N", "n", "merge_w",
+                                       "counts", "kl_along", "stuck", "reads", "val", "input", "digest")}
+        fields["from_choice"] = run_key(arm, key, chosen[key], seed)
+    elif made is not None:           # the choice's run was refused by its trainer: so is this seed's
+        ctx, bank, fields = Context(arm, methods, args.quick, store), None, {"failed": made["failed"], "reads": made["reads"]}
+    else:
+        ctx, bank, m, fields, read = train_job(args, arm, store, key, seed, None)
+        fields["reads"] = read
+        if bank is not None:
+            fields["val"] = evaluate_rows(bank, BASE if m.trainer == "base" else m.name, arm.domains, n["val"], "val")
+            if any(key in r.needs for r in methods.values()):   # a teacher: later jobs read it
+                fields.update(save_input(args, arm, bank, m, seed))
+    rec = {"arm": arm.number, "method": key, "seed": seed, "adapter": m.name, "signature": ctx.signature(key), **fields}
+    if bank is not None:
+        rec["test"] = evaluate_rows(bank, BASE if m.trainer == "base" else m.name, arm.domains, n["test"], "test")
+    rec.update(machine=machine_line(machine()), wall_seconds=time.perf_counter() - started, finished_at=time.time())
+    with store.edit() as data:
+        data["quick"] = args.quick
+        data["runs"][key_of(arm.number, key, seed)] = rec
+
+
+def plan_seeds(args, arm: Arm, data: dict, chosen: dict) -> list[dict]:
+    """The seed jobs left once the choice is made: every (method, seed) with no record at its chosen
+    setting whose teachers' records at that seed exist (a teacher's job runs before its readers')."""
+    methods = methods_at(arm, chosen)
+    ctx = Context(arm, methods, args.quick, None)
+    def recorded(k, s):
+        r = data["runs"].get(key_of(arm.number, k, s))
+        return r is not None and r.get("signature") == ctx.signature(k)
+    jobs = []
+    for s in args.seeds:
+        for k in sorted(methods, key=lambda k: (level(methods, k), -weight(methods[k]))):
+            if not recorded(k, s) and all(has_input(data, arm, methods[t].name, s) for t in methods[k].needs):
+                jobs.append({"kind": "seed", "key": k, "seed": s})
+    return jobs
+
+
+def job_seconds(arm: Arm, data: dict, job: dict) -> float:
+    """A job's estimate: the longest recorded wall time of the same method in this arm (any setting
+    or seed), else the timed seed's time at the budget scaled by the method's relative cost
+    (`weight`), else 15 minutes."""
+    if job["kind"] == "base":
+        return 60.0
+    walls = [r["wall_seconds"] for r in [*data["choices"].values(), *data["runs"].values()]
+             if isinstance(r, dict) and r.get("arm") == arm.number and r.get("method") == job["key"] and r.get("wall_seconds")]
+    if walls:
+        return max(walls)
+    timed = data.get("measurements", {}).get("timed_seed")
+    methods = {m.key: m for m in arm.methods}
+    ref = methods.get(timed["method"]) if timed else None
+    if ref is not None and weight(ref) > 0:
+        return timed["seconds_at_budget"] * max(0.2, weight(methods[job["key"]]) / weight(ref))
+    return 900.0
+
+
+def job_argv(args, arm: Arm, job: dict) -> list[str]:
+    return [slices.python(), "-m", "studies.regimes", "--arm", str(arm.number), "--out", str(args.out), "--quiet",
+            "--job", json.dumps(job), *(["--quick"] if args.quick else [])]
+
+
+def run_job_json(args, arm: Arm, job: dict) -> None:
+    """One job of `run_sliced` in this process (`--job`)."""
+    store = Store(args.out / "regimes.json")
+    if job["kind"] == "base":
+        return base_job(args, arm, store)
+    if job["kind"] == "choice":
+        return choice_job(args, arm, store, job["key"], job["setting"], job["seed"])
+    return seed_job(args, arm, store, job["key"], job["seed"])
+
+
+def phase_of(args, arm: Arm, data: dict) -> tuple[str, list[dict], dict]:
+    """(phase, its jobs now, chosen): the val choice while it has jobs, then the seeds."""
+    jobs, chosen, grid = plan_choice(args, arm, data)
+    if jobs or set(chosen) < set(arm.grids):
+        return "val choice", jobs, chosen
+    return "seeds", plan_seeds(args, arm, data, chosen), chosen
+
+
+def finish_choice(args, arm: Arm, store: Store) -> None:
+    """Once every method is chosen: the choice's summary in the JSON (what the page and arm_methods read)."""
+    data = store.read()
+    jobs, chosen, grid = plan_choice(args, arm, data)
+    if jobs or set(chosen) < set(arm.grids) or str(arm.number) in data["choices"]:
+        return
     methods = {m.key: m for m in arm.methods}
     sig = json.dumps([str(arm.number), arm.grids, [Context(arm, methods, args.quick, store).signature(k) for k in methods],
                       args.quick], default=str)
-    rec = store.read()["choices"].get(str(arm.number))
-    if rec is not None and rec.get("signature") == sig:
-        return rec["chosen"]
-    base = Context(arm, methods, args.quick, store, not args.quiet)
-    sctx = ChoiceCtx(mm.AdapterBank(*mm.load_base("tiny")), dict(methods), runs.RUNS_DIR / base.experiment(0))
-    evals = ArmEvals(arm, store)
-    n = QUICK_EVAL if args.quick else EVAL
-    state = study.State(n=n["test"], val_n=n["val"])
-    state.val = {"base": evals.get(sctx.bank, BASE, "val", n["val"]),
-                 **{f"teacher_{d}": {d: {L: 1.0 for L in dom.train_lengths}} for d, dom in get_domains(arm.domains).items()}}
+    refused = {r["adapter"]: r["failed"] for k, r in data["choices"].items()
+               if k.startswith(f"{arm.number}|run|") and "failed" in r}
+    runs_ = [r for k, r in data["choices"].items() if k.startswith(f"{arm.number}|run|")]
+    with store.edit() as d:
+        d["choices"][str(arm.number)] = {"signature": sig, "chosen": chosen, "grid": grid, "refused": refused,
+                                         "machine": " | ".join(sorted({r["machine"] for r in runs_})),
+                                         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
-    def trainer(key):
-        def train(c: ChoiceCtx, setting: dict, seed: int) -> study.Result:
-            m = with_setting(c.methods[key], setting)
-            jctx = Context(arm, {**c.methods, key: m}, args.quick, store, not args.quiet)
-            if c.seed != seed:   # one bank holds one seed's teacher under its name: reload it for this seed
-                c.built, c.seed = {}, seed
-            built = c.built.setdefault(seed, {})
-            for need in m.needs:
-                build_recipe(jctx, c.bank, jctx.methods[need], seed, built)
-            try:
-                out = build_recipe(jctx, c.bank, m, seed, {need: built[need] for need in m.needs})
-            except ValueError as err:   # refused at this setting (RFT with no correct sample): it scores 0
-                evals.refused[m.name] = str(err)
-                return study.Result(m.name)
-            return study.Result.of(m.name, out["run"])
-        return train
 
-    chosen, levels = {}, sorted({level(methods, k) for k in arm.grids})
-    for lv in levels:
-        keys = [k for k in arm.grids if level(methods, k) == lv]
-        spec = study.Study(module="studies.regimes", methods={k: study.Method(trainer(k), grid=quick_grid(k, arm.grids[k])
-                                                                           if args.quick else list(arm.grids[k]),
-                                                                           extend=extend_lr) for k in keys},
-                           setup=lambda progress: sctx, domains=tuple(arm.domains),
-                           refs=("base", *(f"teacher_{d}" for d in arm.domains)), tie_break=1, val_from_run=False,
-                           **(dict(max_extend=1, rebracket=1) if args.quick else {}))
-        study.choose(spec, sctx, evals, state, 1, args.quiet)
-        for k in keys:
-            chosen[k] = state.chosen[k]
-            sctx.methods[k] = with_setting(methods[k], chosen[k])
-        sctx.built, sctx.seed = {}, None
-    with store.edit() as data:
-        data["choices"][str(arm.number)] = {"signature": sig, "chosen": chosen, "grid": state.grid, "refused": evals.refused,
-                                            "machine": machine_line(machine()),
-                                            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    return chosen
+def run_sliced(args, arm: Arm) -> None:
+    """The arm, phase after phase, each phase's jobs in `--workers` processes, inside `--hours`: no job
+    starts that its estimate says cannot finish before the deadline, the running ones are stopped
+    there (nothing of them kept), and the command ends with what is done, what is left and how to
+    continue. Running it again continues where it stopped, on any machine holding the JSON and inputs."""
+    store = Store(args.out / "regimes.json")
+    deadline = slices.Deadline(args.hours)
+    started, total = time.time(), slices.Outcome()
+    with store.edit() as data:       # every input a record names, checked first (slices.Inputs.check)
+        for k in inputs_of(args.out).check(arm_records(data, arm)):
+            sec, key = k.split("|", 1)
+            print(f"input of {key} is missing and no recorded job read it: its job runs again", flush=True)
+            del data[sec][key]
+    again = slices.continuing("studies.regimes", args.argv if args.argv is not None else sys.argv[1:])
+    while True:
+        data = store.read()
+        phase, jobs, chosen = phase_of(args, arm, data)
+        if not jobs:
+            break
+        print(f"arm {arm.number}, {phase}: {len(jobs)} jobs", flush=True)
+        outcome = slices.run_boxed(jobs, lambda j: job_argv(args, arm, j), workers=args.workers, deadline=deadline,
+                                   estimate=lambda j: job_seconds(arm, data, j))
+        for part in ("finished", "failed", "stopped", "not_started"):
+            getattr(total, part).extend(getattr(outcome, part))
+        if outcome.failed:
+            raise SystemExit(f"{len(outcome.failed)} job(s) failed (their output is above); nothing of them was "
+                             f"recorded. Fix the cause and continue with: {again}")
+        if outcome.stopped or outcome.not_started or not outcome.finished:
+            break
+        finish_choice(args, arm, store)
+    finish_choice(args, arm, store)
+    data = store.read()
+    phase, jobs, _ = phase_of(args, arm, data)
+    left = sum(job_seconds(arm, data, j) for j in jobs)
+    with store.edit() as d:
+        d.setdefault("slices", {}).setdefault(str(arm.number), []).append(
+            {"command": command("studies.regimes", args.argv), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+             "machine": machine_line(machine()), "wall_seconds": time.time() - started, "hours": args.hours,
+             "workers": args.workers, "finished": len(total.finished), "stopped": len(total.stopped)})
+        d.setdefault("plans", {})[str(arm.number)] = {
+            "done": not jobs, "phase": phase, "total_left": len(jobs), "seconds": left, "more": phase == "val choice",
+            "command": again, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    slices.summary(total, jobs, left, again)
 
 
 def arm_methods(arm: Arm, data: dict, tried: int = 0, fallback: bool = False) -> dict[str, Recipe]:
@@ -772,13 +1078,11 @@ def jobs_to_run(ctx: Context, seeds: list[int]) -> list[list[tuple[str, int]]]:
 
 
 def run_arm(args, arm: Arm) -> None:
+    """An arm without grids (1, 1b, 2): its gate at seed 0 (and its retries), then every (method,
+    seed) by dependency level in claiming workers (the arms with grids run in slices: `run_sliced`)."""
     store = Store(args.out / "regimes.json")
     started = time.time()
-    if arm.grids:   # every method's setting chosen on val first (its gate is read on every seed, in the report)
-        tried, fallback = 0, False
-        choose_settings(args, arm, store)
-    else:
-        tried, fallback = run_gate(args, arm, store)
+    tried, fallback = run_gate(args, arm, store)
     ctx = Context(arm, arm_methods(arm, store.read(), tried, fallback), args.quick, store, not args.quiet)
     with store.edit() as data:   # recorded first: a run stopped early still names its command
         data["invocations"].setdefault(str(arm.number), []).append(
@@ -1214,6 +1518,9 @@ def head_lines(data: dict, arm: Arm, rep: ArmReport) -> list[str]:
         lines.append(f"*Command:* `{i['command']}` ({i['date']}, {took}, seeds {', '.join(map(str, i['seeds']))})  ")
     if inv:
         lines.append(f"*Machine:* {inv[-1]['machine']}")
+    for s in data.get("slices", {}).get(str(arm.number), []):   # the time-boxed slices (run_sliced)
+        lines.append(f"*Slice:* `{s['command']}` ({s['date']}, {s['wall_seconds'] / 60:.1f} min, {s['finished']} jobs "
+                     f"finished, {s['stopped']} stopped at its deadline; {s['machine'].split(';')[0]})  ")
     expected = [(k, s) for k in rep.methods for s in arm.seeds]
     missing = [f"{k} seed {s}" for k, s in expected if s not in rep.runs.get(k, {}) and s not in rep.failed.get(k, {})]
     lines += ["", f"Finished: {sum(len(v) for v in rep.runs.values())} of {len(expected)} (method, seed) jobs of "
@@ -1389,18 +1696,20 @@ def cures_markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
     """Arm 2b's or memory-cures' section: the choice, the gate on every seed, by depth, per seed,
     the stuck shares, the decisions (Holm over the registered family), the costs, the figures."""
     every = ArmReport(data, arm, seeds=arm.seeds)
-    rep = tested(data, arm)
     g = arm.gate_every_seed
     values, passing = gate_passing(data, arm)
     d = arm.domains[0]
     dom = get_domains(arm.domains)[d]
     lines = head_lines(data, arm, every) + choice_table(data, arm)
-    lines += [f"**Gate {g.name} on every seed** ({every.methods[g.method].label} on val, {MEASURE_NAMES[metric(arm)] if g.domain in CHOICE_KEY else 'accuracy'} "
-              f"at each of {', '.join(map(str, g.lengths))}, >= {g.threshold:.2f}; a failing seed is excluded from every "
-              f"test, all its methods): " + "; ".join(study.gate_lines(g, values)) + f". Seeds tested: "
-              f"{', '.join(map(str, rep.seeds)) or 'none'}" + (" (fewer than 3: every hypothesis is descriptive)."
-                                                             if len(rep.seeds) < 3 else "."), ""]
     lens = dom.eval_lengths
+    cols = [(key, x) for key in MEASURES.get(d, ("acc",)) for x in lens] + ([("words", lens[0])] if d == "chain" else [])
+    if not complete(every):          # partial, on purpose: the records so far, no decision, interval or figure
+        return lines + ["**Partial** (the arm runs in slices, `python -m studies.regimes --status` says what is left): "
+                        "until every registered seed of every method is recorded this section shows the records so "
+                        "far and nothing read from them: no mean, no interval, no decision, no figure.", "",
+                        *gate_line(g, values, None, every), *per_seed_table_rows(every, d, cols, passing, g)]
+    rep = tested(data, arm)
+    lines += gate_line(g, values, rep, every)
     lines += [f"By length (test, the mean over the seeds that pass the gate; {d} compared at "
               f"{', '.join(map(str, arm.compared))}, held out {', '.join(map(str, dom.held_out)) or 'none'}):", "",
               "| method | measure | " + " | ".join(f"{d} {x}" for x in lens) + " |", "| --- | --- |" + " --- |" * len(lens)]
@@ -1410,16 +1719,7 @@ def cures_markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
             if k in rep.runs:
                 lines.append(f"| {m.label} | {MEASURE_NAMES[key]} | " + " | ".join(
                     ms(v) if v else "" for v in vals) + " |")
-    cols = [(key, x) for key in MEASURES.get(d, ("acc",)) for x in lens] + ([("words", lens[0])] if d == "chain" else [])
-    lines += ["", "Per seed (test, every recorded seed; a seed that fails the gate is marked and excluded from the "
-              "tests): " + ", ".join(f"{MEASURE_NAMES[key]} at {x}" for key, x in cols) + ".", "",
-              "| method | seed | " + " | ".join(f"{MEASURE_NAMES[key]} {x}" for key, x in cols) + " |",
-              "| --- | --- |" + " --- |" * len(cols)]
-    for k, m in every.methods.items():
-        for seed, r in sorted(every.runs.get(k, {}).items()):
-            mark = "" if seed in passing else f" (fails {g.name})"
-            lines.append(f"| {m.label} | {seed}{mark} | " + " | ".join(
-                f"{v:.3f}" if not math.isnan(v := acc(r, d, (x,), key)) else "" for key, x in cols) + " |")
+    lines += ["", *per_seed_table_rows(every, d, cols, passing, g)]
     lines += ["", f"The stuck detector per MOPD method and seed (p_S(y) > 0.9 and log p_T(y) < -5; at steps "
               f"{', '.join(map(str, STUCK_STEPS))} and the last: the share (its mean over the 10 steps ending there); "
               "off: the off-support mass; '-' where the run has no such step):", "",
@@ -1441,6 +1741,35 @@ def cures_markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
     lines += [f"![arm {arm.number}](figures/{f})" for f in figures] + [""]
     return lines
 
+
+
+def complete(every: ArmReport) -> bool:
+    """Whether every method of the arm has a record (or the trainer's refusal) at every registered seed."""
+    return all(s in every.runs.get(k, {}) or s in every.failed.get(k, {}) for k in every.methods for s in every.arm.seeds)
+
+
+def gate_line(g: study.Gate, values: dict, rep: ArmReport | None, every: ArmReport) -> list[str]:
+    """The gate read on every recorded seed, and (`rep`: the tested report) the seeds it leaves."""
+    tested_ = ("" if rep is None else f" Seeds tested: {', '.join(map(str, rep.seeds)) or 'none'}"
+               + (" (fewer than 3: every hypothesis is descriptive)." if len(rep.seeds) < 3 else "."))
+    return [f"**Gate {g.name} on every seed** ({every.methods[g.method].label} on val, "
+            f"{MEASURE_NAMES[metric(every.arm)] if g.domain in CHOICE_KEY else 'accuracy'} "
+            f"at each of {', '.join(map(str, g.lengths))}, >= {g.threshold:.2f}; a failing seed is excluded from every "
+            f"test, all its methods): " + ("; ".join(study.gate_lines(g, values)) or "no seed recorded yet") + "." + tested_, ""]
+
+
+def per_seed_table_rows(every: ArmReport, d: str, cols: list, passing, g: study.Gate) -> list[str]:
+    """The per-seed table (test): every recorded seed of every method, a seed that fails the gate marked."""
+    lines = ["Per seed (test, every recorded seed; a seed that fails the gate is marked and excluded from the "
+             "tests): " + ", ".join(f"{MEASURE_NAMES[key]} at {x}" for key, x in cols) + ".", "",
+             "| method | seed | " + " | ".join(f"{MEASURE_NAMES[key]} {x}" for key, x in cols) + " |",
+             "| --- | --- |" + " --- |" * len(cols)]
+    for k, m in every.methods.items():
+        for seed, r in sorted(every.runs.get(k, {}).items()):
+            mark = "" if seed in passing else f" (fails {g.name})"
+            lines.append(f"| {m.label} | {seed}{mark} | " + " | ".join(
+                f"{v:.3f}" if not math.isnan(v := acc(r, d, (x,), key)) else "" for key, x in cols) + " |")
+    return lines + [""]
 
 
 def five_seed_check(data: dict, arm: Arm, registered: dict) -> list[str]:
@@ -1738,9 +2067,11 @@ def render(out: Path, page_from: Path | None = None) -> Path:
     body += DEVIATIONS
     shown = [a for a in (2, 1, "1b") if a != "1b" or ArmReport(data, ARMS[a]).runs]   # the second pair runs only
     shown += [a for a in ("2b", "memory-cures") if ArmReport(data, ARMS[a], seeds=None).runs]   # if H1.1 is not shown
-    views = {str(a): in_variants(ARMS[a], view, data, ARMS[a]) for a in shown}              # on the first; the cures'
-    for a in shown:                                                                           # arms once they ran
-        body += in_variants(ARMS[a], markdown, data, ARMS[a], figures(views[str(a)], ARMS[a], out / "figures"))
+    drawn = [a for a in shown if not ARMS[a].grids or complete(ArmReport(data, ARMS[a], seeds=ARMS[a].seeds))]
+    views = {str(a): in_variants(ARMS[a], view, data, ARMS[a]) for a in drawn}              # on the first; the cures'
+    for a in shown:                                                 # arms once they ran (partial: no view, no figure)
+        figs = figures(views[str(a)], ARMS[a], out / "figures") if a in drawn else []
+        body += in_variants(ARMS[a], markdown, data, ARMS[a], figs)
     with Store(out / "regimes.json").edit() as stored:   # what the figures draw, for notebook 07
         stored["views"] = views
     from .matched import cures_sections     # the course-setting check (bench.matched --cures), from its JSON
@@ -1780,6 +2111,13 @@ def main(argv=None):
     p.add_argument("--tried", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--claims", default=None, help=argparse.SUPPRESS)
     p.add_argument("--fallback", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--hours", type=float, default=None,
+                   help="a time-boxed slice (arms with grids: 2b, memory-cures): stop starting jobs that cannot end "
+                   f"{slices.RESERVE_S / 60:.0f} min before this many hours, stop the running ones at that point "
+                   "(nothing of them kept), print what is left and the command that continues")
+    p.add_argument("--status", action="store_true", help="per arm and phase: jobs recorded and left, CPU-hours, "
+                   "machines (from the JSON alone; answered before torch loads)")
+    p.add_argument("--job", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.argv = list(argv) if argv is not None else None
     args.out = args.out or (runs.RUNS_DIR / "regimes-quick" / "docs" if args.quick else DOCS)
@@ -1794,6 +2132,8 @@ def main(argv=None):
 
 
 def _main(args, arm: Arm):
+    if args.job is not None:         # one job of a slice (run_sliced), in its own process
+        return run_job_json(args, arm, json.loads(args.job))
     if args.worker:
         store = Store(args.out / "regimes.json")
         ctx = Context(arm, arm_methods(arm, store.read(), args.tried, args.fallback), args.quick, store)
@@ -1802,7 +2142,11 @@ def _main(args, arm: Arm):
         return None
     if args.estimate:
         return estimate(args, arm)
-    if not args.render:
+    if not args.render and arm.grids:
+        run_sliced(args, arm)
+    elif not args.render:
+        if args.hours is not None:
+            raise SystemExit(f"--hours slices the arms with grids (2b, memory-cures); arm {arm.number} is recorded in full")
         run_arm(args, arm)
     if arm.grids and not args.render:   # the amendment's arms: recorded; their tables are written with their results
         print(f"arm {arm.number}: recorded in {args.out / 'regimes.json'}; " + "; ".join(gate_every_seed_line(

@@ -47,7 +47,6 @@ import fcntl
 import json
 import math
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
@@ -62,12 +61,32 @@ from mopd_mini.adapters import atomic_write
 
 from tools.provenance import in_processes
 
+from . import slices
+
 DOMAINS = ("binding", "recall")
 
 
 def tag(x: float) -> str:
     """A number as a module-name-safe tag: 1e-03 -> 1em03, 0.5 -> 0p5."""
     return (f"{x:.0e}" if x < 0.01 else f"{x:g}").replace("-", "m").replace(".", "p").replace("+", "")
+
+
+# the learning-rate ladder every study's bracketing climbs (Method.extend)
+
+LADDER = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+"""the learning rates a grid takes its points from, about x3 apart (the baselines' grid is 3e-4, 1e-3, 3e-3);
+its two ends are the hard limit of every bracketing: past 1e-4 or 3e-2 a study stops and says so"""
+
+
+def extend_lr(best: dict, tried: list[dict]) -> dict | None:
+    """The next LADDER rate past the grid's edge when the best sits on it (the other keys held at
+    the best's), else None: the choice is interior (or the ladder ends)."""
+    same = sorted(t["lr"] for t in tried if {k: v for k, v in t.items() if k != "lr"}
+                  == {k: v for k, v in best.items() if k != "lr"})
+    if len(same) < 2 or same[0] < best["lr"] < same[-1]:
+        return None
+    i = LADDER.index(best["lr"]) + (1 if best["lr"] == same[-1] else -1)
+    return {**best, "lr": LADDER[i]} if 0 <= i < len(LADDER) else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -297,104 +316,93 @@ def _val(study, ctx, evals, state, r, val_n):
     state.val[r.name] = ran or evals.get(ctx.bank, r.name, "val", val_n)
 
 
-def choose(study: Study, ctx, evals: Evals, state: State, workers: int, quiet: bool) -> dict:
-    """Phase 1: every method's grid at seed 0 on val, then the choices (see the module docstring).
-    Returns the runs it trained, {(method, setting as JSON, seed): Result}: a chosen one is that seed's result."""
-    val_n, trained = state.val_n, {}
-    split = None if study.val_from_run else "val"         # a separate val evaluation: the workers run it too
-    in_workers(study, [(m, s, 0, split) for m, meth in study.methods.items() for s in meth.grid], workers, state.n,
-               evals)
-    for m, meth in tqdm(study.methods.items(), desc="val grid (seed 0)", disable=quiet):
-        for setting in meth.grid:
-            r = meth.train(ctx, setting, 0)
-            _val(study, ctx, evals, state, r, val_n)
-            state.grid.setdefault(m, []).append(_entry(study, state, r, setting, val_n))
-            trained[(m, json.dumps(setting, sort_keys=True), 0)] = r
-    for m, meth in study.methods.items():                  # bracketing: past an edge the best sits on
-        for _ in range(study.max_extend if meth.extend else 0):
-            best = max(state.grid[m], key=lambda g: g["mean"])
-            setting = meth.extend(_setting(meth, best), [_setting(meth, g) for g in state.grid[m]])
+def replay_choice(study: Study, m: str, val_of: Callable[[dict, int], dict | None]) -> tuple[list, list, dict | None]:
+    """Method m's val choice (the module docstring's phase 1) replayed from the val entries made so
+    far: `val_of(setting, seed)` is the grid entry of that run ({**setting, name, <domain>, mean, se,
+    seconds}) or None when it has not run. Returns (missing, entries, best): the runs the choice
+    needs next ([(setting, seed), ...], all independent: run them, in any order, then replay), the
+    grid entries so far (as `State.grid[m]`), and the chosen entry once nothing is missing. The same
+    entries always give the same answer, so a choice stopped anywhere resumes where it was."""
+    meth, tb = study.methods[m], study.tie_break
+    entries, missing = [], []
+    for setting in meth.grid:                             # the grid, seed 0: independent runs
+        e = val_of(setting, 0)
+        (missing.append((setting, 0)) if e is None else entries.append(dict(e)))
+    if missing:
+        return missing, entries, None
+    for _ in range(study.max_extend if meth.extend else 0):   # bracketing: past an edge the best sits on
+        best = max(entries, key=lambda g: g["mean"])
+        setting = meth.extend(_setting(meth, best), [_setting(meth, g) for g in entries])
+        if setting is None:
+            break
+        e = val_of(setting, 0)
+        if e is None:
+            return [(setting, 0)], entries, None
+        entries.append({**e, "extended": True})
+    ranked = sorted(entries, key=lambda g: g["mean"], reverse=True)
+    if tb is not None and len(ranked) >= 2 and ranked[0]["mean"] - ranked[1]["mean"] < ranked[0]["se"]:
+        top = ranked[:2]                                  # within one SE: the two best again at the tie-break seed
+        missing = [(_setting(meth, g), tb) for g in top if val_of(_setting(meth, g), tb) is None]
+        if missing:
+            return missing, entries, None
+        for g in top:
+            _second(study, g, val_of(_setting(meth, g), tb))
+        for _ in range(study.rebracket if meth.extend else 0):   # the two-seed choice on an edge: again
+            best = max((g for g in entries if "mean2" in g), key=lambda g: g["mean2"])
+            setting = meth.extend(_setting(meth, best), [_setting(meth, g) for g in entries])
             if setting is None:
                 break
-            r = meth.train(ctx, setting, 0)
+            old = next((g for g in entries if _setting(meth, g) == setting), None)
+            runs = {seed: val_of(setting, seed) for seed in ((tb,) if old is not None else (0, tb))}
+            missing = [(setting, seed) for seed, e in runs.items() if e is None]
+            if missing:
+                return missing, entries, None
+            if old is None:
+                old = {**runs[0], "extended": True}
+                entries.append(old)
+            _second(study, old, runs[tb])
+            old["after_tie_break"] = True
+    two = any("mean2" in e for e in entries)
+    return [], entries, max(entries, key=lambda g: g.get("mean2", -math.inf) if two else g["mean"])
+
+
+def _second(study: Study, entry: dict, second: dict) -> None:
+    """Add the tie-break seed's run to a grid entry: its two-seed mean (`mean2`) and the run (`seed2`)."""
+    entry["mean2"] = fmean([entry["mean"], second["mean"]])
+    entry["seed2"] = {k: second[k] for k in ("name", "mean", "se", *study.domains)}
+
+
+def choose(study: Study, ctx, evals: Evals, state: State, workers: int, quiet: bool) -> dict:
+    """Phase 1: every method's choice on val (`replay_choice`), its missing runs trained round by
+    round (each round's runs in `workers` processes, then reloaded here). Returns the runs it trained,
+    {(method, setting as JSON, seed): Result}: a chosen one is that seed's result."""
+    val_n, trained, made = state.val_n, {}, {}
+    split = None if study.val_from_run else "val"         # a separate val evaluation: the workers run it too
+    key = lambda m, setting, seed: (m, json.dumps(setting, sort_keys=True), seed)  # noqa: E731
+    bar = tqdm(desc="val choice", disable=quiet)
+    while True:
+        plans = {m: replay_choice(study, m, lambda s, seed, m=m: made.get(key(m, s, seed))) for m in study.methods}
+        missing = [(m, s, seed) for m, (miss, _, _) in plans.items() for s, seed in miss]
+        if not missing:
+            break
+        in_workers(study, [(m, s, seed, split) for m, s, seed in missing], workers, state.n, evals)
+        for m, setting, seed in missing:
+            r = study.methods[m].train(ctx, setting, seed)
             _val(study, ctx, evals, state, r, val_n)
-            state.grid[m].append({**_entry(study, state, r, setting, val_n), "extended": True})
-            trained[(m, json.dumps(setting, sort_keys=True), 0)] = r
-    if study.tie_break is not None:
-        close = []
-        for m, entries in state.grid.items():
-            ranked = sorted(entries, key=lambda g: g["mean"], reverse=True)
-            if len(ranked) >= 2 and ranked[0]["mean"] - ranked[1]["mean"] < ranked[0]["se"]:
-                close.append((m, ranked[:2]))
-        in_workers(study, [(m, _setting(study.methods[m], g), study.tie_break, split) for m, top in close for g in top],
-                   workers, state.n, evals)
-        for m, top in close:
-            for g in top:
-                setting = _setting(study.methods[m], g)
-                r = study.methods[m].train(ctx, setting, study.tie_break)
-                trained[(m, json.dumps(setting, sort_keys=True), study.tie_break)] = r
-                _val(study, ctx, evals, state, r, val_n)
-                second = _entry(study, state, r, setting, val_n)
-                g["mean2"] = fmean([g["mean"], second["mean"]])
-                g["seed2"] = {k: second[k] for k in ("name", "mean", "se", *study.domains)}
-        for m, _ in close:                                  # the tie-break's choice on an edge: bracket it again
-            rebracket(study, ctx, evals, state, m, trained, workers, split)
+            made[key(m, setting, seed)] = _entry(study, state, r, setting, val_n)
+            trained[key(m, setting, seed)] = r
+            bar.update()
+    bar.close()
     score = {}                                              # each method's chosen val score
-    for m, meth in study.methods.items():
-        entries = state.grid[m]
-        two = any("mean2" in e for e in entries)
-        best = max(entries, key=lambda g: g.get("mean2", -math.inf) if two else g["mean"])
-        score[m] = best["mean2"] if two else best["mean"]
-        setting = _setting(meth, best)
-        state.chosen[m] = setting[meth.scalar] if meth.scalar else setting
+    for m, (_, entries, best) in plans.items():
+        state.grid[m] = entries
+        score[m] = best.get("mean2", best["mean"])
+        setting = _setting(study.methods[m], best)
+        state.chosen[m] = setting[study.methods[m].scalar] if study.methods[m].scalar else setting
     for name, pick in study.picks.items():
         best = max(pick.among, key=lambda m: score[m])
         state.chosen[name] = {"how": pick.among[best], **chosen_setting(study, state, best)}
     return trained
-
-
-def _two_seed(study, ctx, evals, state, m, setting, trained) -> dict:
-    """A new grid entry of method m trained at seed 0 and the tie-break seed, with its two-seed mean."""
-    meth, val_n, tb = study.methods[m], state.val_n, study.tie_break
-    r = meth.train(ctx, setting, 0)
-    _val(study, ctx, evals, state, r, val_n)
-    entry = {**_entry(study, state, r, setting, val_n), "extended": True, "after_tie_break": True}
-    trained[(m, json.dumps(setting, sort_keys=True), 0)] = r
-    r2 = meth.train(ctx, setting, tb)
-    _val(study, ctx, evals, state, r2, val_n)
-    second = _entry(study, state, r2, setting, val_n)
-    trained[(m, json.dumps(setting, sort_keys=True), tb)] = r2
-    entry["mean2"] = fmean([entry["mean"], second["mean"]])
-    entry["seed2"] = {k: second[k] for k in ("name", "mean", "se", *study.domains)}
-    return entry
-
-
-def rebracket(study, ctx, evals, state, m, trained, workers, split) -> None:
-    """After the tie-break: while method m's two-seed choice sits on its grid's edge (`Method.extend`
-    proposes a setting past it), train that setting on the same two seeds and choose again on the
-    two-seed mean; at most `Study.rebracket` settings (the hard limit)."""
-    meth = study.methods[m]
-    if meth.extend is None:
-        return
-    for _ in range(study.rebracket):
-        entries = state.grid[m]
-        best = max((g for g in entries if "mean2" in g), key=lambda g: g["mean2"])
-        setting = meth.extend(_setting(meth, best), [_setting(meth, g) for g in entries])
-        if setting is None:
-            return
-        if any(_setting(meth, g) == setting for g in entries):      # tried at seed 0 only: add its second seed
-            g = next(g for g in entries if _setting(meth, g) == setting)
-            in_workers(study, [(m, setting, study.tie_break, split)], workers, state.n, evals)
-            r = meth.train(ctx, setting, study.tie_break)
-            trained[(m, json.dumps(setting, sort_keys=True), study.tie_break)] = r
-            _val(study, ctx, evals, state, r, state.val_n)
-            second = _entry(study, state, r, setting, state.val_n)
-            g["mean2"] = fmean([g["mean"], second["mean"]])
-            g["seed2"] = {k: second[k] for k in ("name", "mean", "se", *study.domains)}
-            g["after_tie_break"] = True
-            continue
-        in_workers(study, [(m, setting, seed, split) for seed in (0, study.tie_break)], workers, state.n, evals)
-        entries.append(_two_seed(study, ctx, evals, state, m, setting, trained))
 
 
 def _setting(meth: Method, entry: dict) -> dict:
@@ -562,33 +570,7 @@ def add_worker_args(parser) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-class Store:
-    """A study's results file, {section: {key: record}, ...}, read by every process and written
-    under one lock (`lock()`: a file beside the runs, out of docs/), sorted and atomically.
-    `sections`: the sections a reader always finds (empty when absent); a section the file did not
-    have and that is still empty is not written, so reading and writing back changes no byte."""
-
-    def __init__(self, path: Path, lock: Callable[[], Path], sections: tuple[str, ...] = ()):
-        self.path, self.lock, self.sections = Path(path), lock, tuple(sections)
-
-    def read(self) -> dict:
-        data = json.loads(self.path.read_text()) if self.path.exists() else {}
-        for k in self.sections:
-            data.setdefault(k, {})
-        return data
-
-    @contextmanager
-    def edit(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.lock(), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            had = set(json.loads(self.path.read_text())) if self.path.exists() else set()
-            data = self.read()
-            yield data
-            for k in self.sections:
-                if k not in had and data.get(k) == {}:
-                    del data[k]
-            atomic_write(self.path, json.dumps(data, indent=0, sort_keys=True).encode())
+Store = slices.Store   # the study's results file under one lock (studies/slices.py, torch-free)
 
 
 def claim(lock: Path, claims: Path, job: list) -> bool:

@@ -1,0 +1,350 @@
+"""Time-boxed slices: a study of several CPU-hours finishes by repeating one command, each repeat
+bounded in time and keeping what it did in files that git tracks. No torch here (`--status` answers
+in well under a second).
+
+    deadline = Deadline(hours=1.5)              # the hard end, less RESERVE_S to write and render
+    done = run_boxed(jobs, argv_of, workers=2, deadline=deadline, estimate=seconds_of)
+    inputs = Inputs(docs / "regimes_inputs", digest=folder_digest)
+    digest = inputs.put("arm2b/s0/sft_teacher_lr1em03", lambda tmp: bank.save(name, tmp))
+    folder = inputs.get("arm2b/s0/sft_teacher_lr1em03", digest, readers=["2b|mopd_kl|0"])
+
+The contract every study keeps with it:
+  * a job is one process (`run_boxed` starts `python -m <study> ... --job <json>`); it writes its
+    record under the study's lock, atomically, when it has finished, and nothing before: a job
+    stopped at the deadline (SIGTERM to its process group) leaves no record and no half file;
+  * no job starts whose estimate says it cannot finish before the deadline;
+  * every adapter a later job reads is an input: saved once, when first made, beside the study's
+    JSON (a folder git tracks), its digest in the record of the job that made it. A job reads it
+    from there and checks the digest; an input that a recorded job read and that is now missing
+    stops the study, naming it (training it again on another CPU would make another teacher);
+  * the command ends with what is done, what is left (jobs and estimated CPU-hours) and the
+    command that continues (`summary`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+RESERVE_S = 600.0
+"""what a slice keeps back before its hard end to write the JSON and render the page"""
+
+
+class InputError(SystemExit):
+    """An input of a study is missing or not the one its record names: the study stops, naming it."""
+
+
+def files_digest(folder: Path) -> str:
+    """sha256 over the names and bytes of every file in `folder` (sorted): a digest of any input."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(folder)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+@dataclass
+class Deadline:
+    """The end of a slice: `hours` from now less `reserve_s` (None: no end)."""
+
+    hours: float | None
+    reserve_s: float = RESERVE_S
+    started: float = field(default_factory=time.time)
+
+    def __post_init__(self):
+        if self.hours is not None and not self.hours > 0:
+            raise SystemExit(f"--hours must be above 0, got {self.hours}")
+
+    @property
+    def at(self) -> float:
+        return float("inf") if self.hours is None else self.started + self.hours * 3600 - self.reserve_s
+
+    def left(self) -> float:
+        return self.at - time.time()
+
+    def fits(self, seconds: float) -> bool:
+        return seconds <= self.left()
+
+
+@dataclass
+class Outcome:
+    """What `run_boxed` did: jobs finished (exit 0), failed (another exit), stopped at the deadline,
+    and not started (their estimate did not fit)."""
+
+    finished: list = field(default_factory=list)
+    failed: list = field(default_factory=list)
+    stopped: list = field(default_factory=list)
+    not_started: list = field(default_factory=list)
+
+
+def _stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """SIGTERM to the job's process group, then SIGKILL if it has not ended after `grace_s`."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_boxed(jobs: list, argv_of: Callable[[object], list[str]], *, workers: int, deadline: Deadline,
+              estimate: Callable[[object], float], poll_s: float = 0.2, log=print) -> Outcome:
+    """Run each job as its own process (`argv_of(job)`: the full command line), at most `workers` at
+    once, in the order given. A job starts only if `estimate(job)` seconds fit before the deadline;
+    at the deadline the running ones are stopped (SIGTERM to the process group). Returns an Outcome."""
+    out, queue, running = Outcome(), list(jobs), {}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def stopped(signum, frame):      # SIGTERM to the command: end its jobs too (below), then stop
+        raise SystemExit(f"stopped by signal {signum}; the jobs it ran were stopped, nothing of them kept")
+
+    before = signal.signal(signal.SIGTERM, stopped)
+    try:
+        while queue or running:
+            while queue and len(running) < max(1, workers):
+                job = queue.pop(0)
+                if not deadline.fits(estimate(job)):
+                    out.not_started.append(job)
+                    continue
+                proc = subprocess.Popen(argv_of(job), env=env, start_new_session=True)
+                running[proc] = (job, time.time())
+            for proc in [p for p in running if p.poll() is not None]:
+                job, t0 = running.pop(proc)
+                (out.finished if proc.returncode == 0 else out.failed).append(job)
+                if proc.returncode != 0:
+                    log(f"job {json.dumps(job)} exited {proc.returncode} after {time.time() - t0:.0f} s")
+            if running and deadline.left() <= 0:
+                for proc, (job, _) in list(running.items()):
+                    _stop(proc)
+                    out.stopped.append(job)
+                    running.pop(proc)
+                out.not_started += queue
+                queue = []
+            time.sleep(poll_s if running else 0)
+    except BaseException:            # Ctrl-C, SIGTERM or a failure here: no job outlives the command
+        for proc in running:
+            _stop(proc, grace_s=5.0)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    return out
+
+
+def summary(outcome: Outcome, left: list, seconds_left: float, command: str, log=print) -> None:
+    """The slice's closing lines: what it did, what is left (jobs, estimated CPU-hours), how to continue."""
+    log(f"slice: {len(outcome.finished)} jobs finished, {len(outcome.failed)} failed, {len(outcome.stopped)} stopped "
+        f"at the deadline (nothing of them kept), {len(outcome.not_started)} not started")
+    if left:
+        log(f"left: {len(left)} jobs known now (later phases follow from them), about "
+            f"{seconds_left / 3600:.2f} CPU-hours estimated; continue with:\n  {command}")
+    else:
+        log("nothing left: the study is recorded in full")
+
+
+def continuing(module: str, argv: list[str]) -> str:
+    """The command that continues a slice: the same one (its --hours kept)."""
+    return " ".join(["python -m", module, shlex.join(argv)])
+
+
+# ---------------------------------------------------------------------------------------------
+# the store: one JSON file per study, written under a lock by every process
+# ---------------------------------------------------------------------------------------------
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write to a temporary name, then rename: a kill mid-write leaves the old file intact."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+class Store:
+    """A study's results file, {section: {key: record}, ...}, read by every process and written
+    under one lock (`lock()`: a file beside the runs, out of docs/), sorted and atomically.
+    `sections`: the sections a reader always finds (empty when absent); a section the file did not
+    have and that is still empty is not written, so reading and writing back changes no byte."""
+
+    def __init__(self, path: Path, lock: Callable[[], Path], sections: tuple[str, ...] = ()):
+        self.path, self.lock, self.sections = Path(path), lock, tuple(sections)
+
+    def read(self) -> dict:
+        data = json.loads(self.path.read_text()) if self.path.exists() else {}
+        for k in self.sections:
+            data.setdefault(k, {})
+        return data
+
+    @contextmanager
+    def edit(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.lock(), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            had = set(json.loads(self.path.read_text())) if self.path.exists() else set()
+            data = self.read()
+            yield data
+            for k in self.sections:
+                if k not in had and data.get(k) == {}:
+                    del data[k]
+            atomic_write(self.path, json.dumps(data, indent=0, sort_keys=True).encode())
+
+
+# ---------------------------------------------------------------------------------------------
+# durable inputs: adapters a later job reads, tracked beside the study's JSON
+# ---------------------------------------------------------------------------------------------
+
+
+class Inputs:
+    """Folders under `root` (tracked by git), one per input, each written once and atomically
+    (`put`), read back only when its digest is the recorded one (`get`). `digest(folder) -> str`."""
+
+    def __init__(self, root: Path, digest: Callable[[Path], str]):
+        self.root, self.digest = Path(root), digest
+
+    def folder(self, key: str) -> Path:
+        return self.root / key
+
+    def has(self, key: str) -> bool:
+        return self.folder(key).is_dir()
+
+    def put(self, key: str, write: Callable[[Path], object]) -> str:
+        """Write the input with `write(tmp_folder)` into a temporary folder, then rename it into place;
+        an input already there is kept (written once). Returns its digest."""
+        dest = self.folder(key)
+        if dest.is_dir():
+            return self.digest(dest)
+        tmp = dest.parent / f".{dest.name}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        write(tmp)
+        os.replace(tmp, dest)
+        return self.digest(dest)
+
+    def get(self, key: str, digest: str, readers: list[str] = ()) -> Path:
+        """The input's folder, after checking its digest. Missing: an InputError naming it (and the
+        recorded jobs that read it); another digest: an InputError naming both."""
+        folder = self.folder(key)
+        if not folder.is_dir():
+            read = f"; recorded jobs read it: {', '.join(readers)}" if readers else ""
+            raise InputError(f"input {folder} is missing{read}. Restore it from git (git checkout -- {folder}); "
+                             "training it again on another CPU would make another adapter than the one recorded")
+        have = self.digest(folder)
+        if have != digest:
+            raise InputError(f"input {folder} is not the recorded one: its digest is {have[:16]}..., the record's "
+                             f"{digest[:16]}... Restore it from git (git checkout -- {folder})")
+        return folder
+
+    def check(self, records: dict[str, dict]) -> list[str]:
+        """Every input the records name, checked before a slice starts. `records`: {key: record}, a
+        maker holding "input" and "digest", a reader "reads" {input: digest}. An input that another
+        digest replaced: InputError. A missing one that a recorded job read: InputError naming it and
+        its readers. A missing one that no record read yet: its maker's key is returned (the caller
+        drops that record, so the job runs again; nothing recorded depends on it)."""
+        readers = {}
+        for k, r in records.items():
+            for inp in (r.get("reads") or {}):
+                readers.setdefault(inp, []).append(k)
+        drop = []
+        for k, r in records.items():
+            inp = r.get("input")
+            if not inp:
+                continue
+            if not self.has(inp) and not readers.get(inp):
+                drop.append(k)
+                continue
+            self.get(inp, r["digest"], readers.get(inp, []))
+        for inp, who in readers.items():     # read, but made by no record here (its maker's record lost)
+            if not any(r.get("input") == inp for r in records.values()) and not self.has(inp):
+                raise InputError(f"input {self.folder(inp)} is missing; recorded jobs read it: {', '.join(who)}")
+        return drop
+
+    def size(self) -> int:
+        """Bytes of every input under the root."""
+        return sum(f.stat().st_size for f in self.root.rglob("*") if f.is_file()) if self.root.exists() else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# status, from the study's JSON alone
+# ---------------------------------------------------------------------------------------------
+
+
+def status_lines(phases: dict[str, list[dict]], plan: dict | None) -> list[str]:
+    """One line per phase of {phase: [record, ...]} (each with wall_seconds and machine): jobs recorded,
+    CPU-hours spent, machines; then the last slice's plan ({"left": [...], "seconds": ...}, or None)."""
+    out = []
+    for phase, recs in phases.items():
+        spent = sum(r.get("wall_seconds") or 0.0 for r in recs) / 3600
+        machines = sorted({(r.get("machine") or "?").split(";")[0] for r in recs})
+        out.append(f"  {phase}: {len(recs)} jobs recorded, {spent:.2f} CPU-h spent"
+                   + (f"; machines: {' | '.join(machines)}" if machines else ""))
+    if plan is None:
+        out.append("  left: no slice has run yet (the first one lists the jobs)")
+    elif plan.get("done"):
+        out.append(f"  done: every registered job is recorded ({plan.get('date', '?')})")
+    else:
+        out.append(f"  left (as of the slice of {plan.get('date', '?')}): {plan['total_left']} jobs, about "
+                   f"{plan['seconds'] / 3600:.2f} CPU-h estimated, in the phase '{plan['phase']}'"
+                   + ("; later phases follow from its choices" if plan.get("more") else ""))
+        out.append(f"  continue: {plan['command']}")
+    return out
+
+
+def read_json(path: Path) -> dict:
+    """A study's JSON, or a clear error naming it."""
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return {}
+    except json.JSONDecodeError as err:
+        raise SystemExit(f"{path}: not valid JSON ({err}); restore it with git checkout -- {path}")
+
+
+def python() -> str:
+    return sys.executable
+
+
+def status_main(name: str, argv: list[str]) -> int:
+    """`python -m studies.<name> --status [--arm A ...] [--out DIR]`: every arm with records or a
+    plan in <out>/<name>.json (default docs/), or the one named: `status_lines` per phase. The val
+    choice's runs are the "choices" records keyed "<arm>|run|..."; the seeds' the "runs" records."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog=f"python -m studies.{name} --status")
+    p.add_argument("--status", action="store_true")
+    p.add_argument("--arm", default=None)
+    p.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs")
+    args, _ = p.parse_known_args(argv)
+    data = read_json(args.out / f"{name}.json")
+    arms = [args.arm] if args.arm else sorted(set(data.get("plans", {})) | {
+        k.split("|")[0] for k in data.get("choices", {}) if "|run|" in k})
+    if not arms:
+        print(f"{args.out / f'{name}.json'}: no slice has run yet")
+    for a in arms:
+        choice = [r for k, r in data.get("choices", {}).items() if k.startswith(f"{a}|run|")]
+        seeds = [r for r in data.get("runs", {}).values() if str(r.get("arm")) == a]
+        print(f"arm {a} ({args.out / f'{name}.json'}):")
+        print("\n".join(status_lines({"val choice": choice, "seeds": seeds}, data.get("plans", {}).get(a))))
+    return 0
