@@ -789,7 +789,19 @@ def trained_fields(ctx: Context, bank, m: Recipe, out: dict) -> dict:
             "n": sum(p.numel() for p in bank.parameters(m.name).values()) if m.trainer != "base" else 0,
             "merge_w": out.get("merge_w"), "counts": out.get("counts"),
             "kl_along": kl_along(run.trace) if run is not None and run.trace else None,
-            "stuck": stuck_at(run, ctx.arm.domains) if m.trainer == "mopd" and run is not None else None}
+            "stuck": stuck_at(run, ctx.arm.domains) if m.trainer == "mopd" and run is not None else None,
+            "stuck_series": stuck_series(run, ctx.arm.domains) if m.trainer == "mopd" and run is not None else None}
+
+
+def stuck_series(run, domains: tuple) -> dict:
+    """Every step's stuck share and off-support mass per domain, and whether the step trained on the
+    student's own samples (`on_policy`, 1 unless lmbda < 1 drew an off-policy step): the per-step
+    curves, and the share read over on-policy steps only where lmbda < 1 (docs/stuck.md)."""
+    rows = [r for r in run.metrics if "step" in r]
+    out = {"step": [r["step"] for r in rows], "on_policy": [r.get("on_policy", 1.0) for r in rows]}
+    for d in domains:
+        out[d] = {"share": [r.get(f"stuck_share/{d}") for r in rows], "off_support": [r.get(f"off_support/{d}") for r in rows]}
+    return out
 
 
 def choice_scores(arm: Arm, rows: list[dict]) -> dict:
@@ -869,7 +881,7 @@ def seed_job(args, arm: Arm, store: Store, key: str, seed: int) -> None:
         bank = mm.AdapterBank(*mm.load_base("tiny"))
         bank.load(m.name, inputs_of(args.out).get(made["input"], made["digest"], reads(data, made["input"])))
         fields = {k: made[k] for k in ("trainer", "settings", "needs", "cost", "train_seconds", "N", "n", "merge_w",
-                                       "counts", "kl_along", "stuck", "reads", "val", "input", "digest")}
+                                       "counts", "kl_along", "stuck", "stuck_series", "reads", "val", "input", "digest")}
         fields["from_choice"] = run_key(arm, key, chosen[key], seed)
     elif made is not None:           # the choice's run was refused by its trainer: so is this seed's
         ctx, bank, fields = Context(arm, methods, args.quick, store), None, {"failed": made["failed"], "reads": made["reads"]}
