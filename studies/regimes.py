@@ -1647,6 +1647,18 @@ def decisions_cures(rep: ArmReport) -> tuple[list[str], dict]:
 MOPD_KEYS = ("mopd_pg", "mopd_topk", "mopd_kl", *CURE_KEYS)
 
 
+def share_window(rec: dict, d: str, step: int = 100, window: int = 10) -> float | None:
+    """The stuck share H2b.2 reads: its mean over the `window` steps ending at `step`; where the run
+    drew off-policy steps (lmbda < 1), over its last `window` on-policy steps up to `step`, from the
+    per-step series (the amendment of 2026-12-05: an off-policy step scores the teacher's prefixes)."""
+    series = rec.get("stuck_series")
+    if series and not all(series["on_policy"]):
+        vals = [v for st, on, v in zip(series["step"], series["on_policy"], series[d]["share"])
+                if st <= step and on and v is not None][-window:]
+        return fmean(vals) if vals else None
+    return (((rec.get("stuck") or {}).get(d) or {}).get(str(step)) or {}).get("share_window")
+
+
 def stuck_predicts(rep: ArmReport) -> dict:
     """H2b.2: does the stuck share at step 100 (its mean over steps 91-100) predict a run's failure
     (test strict trace below 0.50 over the compared depths)? tau chosen on seeds 0-2
@@ -1655,7 +1667,7 @@ def stuck_predicts(rep: ArmReport) -> dict:
     units = []
     for k in MOPD_KEYS:
         for seed, r in rep.runs.get(k, {}).items():
-            share = (((r.get("stuck") or {}).get(d) or {}).get("100") or {}).get("share_window")
+            share = share_window(r, d)
             if share is not None:
                 units.append((seed, share, acc(r, d, rep.arm.compared, key) < 0.50))
     fit = [(x, f) for s, x, f in units if s in (0, 1, 2)]
