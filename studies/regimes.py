@@ -1018,7 +1018,7 @@ def run_sliced(args, arm: Arm) -> None:
         d.setdefault("plans", {})[str(arm.number)] = {
             "done": not jobs, "phase": phase, "total_left": len(jobs), "seconds": left, "more": phase == "val choice",
             "command": again, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    slices.summary(total, jobs, left, again)
+    slices.slice_report(total, jobs, left, again)
 
 
 def arm_methods(arm: Arm, data: dict, tried: int = 0, fallback: bool = False) -> dict[str, Recipe]:

@@ -18,7 +18,7 @@ The contract every study keeps with it:
     from there and checks the digest; an input that a recorded job read and that is now missing
     stops the study, naming it (training it again on another CPU would make another teacher);
   * the command ends with what is done, what is left (jobs and estimated CPU-hours) and the
-    command that continues (`summary`).
+    command that continues (`slice_report`).
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def run_boxed(jobs: list, argv_of: Callable[[object], list[str]], *, workers: in
     return out
 
 
-def summary(outcome: Outcome, left: list, seconds_left: float, command: str, log=print) -> None:
+def slice_report(outcome: Outcome, left: list, seconds_left: float, command: str, log=print) -> None:
     """The slice's closing lines: what it did, what is left (jobs, estimated CPU-hours), how to continue."""
     log(f"slice: {len(outcome.finished)} jobs finished, {len(outcome.failed)} failed, {len(outcome.stopped)} stopped "
         f"at the deadline (nothing of them kept), {len(outcome.not_started)} not started")
@@ -167,7 +167,7 @@ def continuing(module: str, argv: list[str]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
     """Write to a temporary name, then rename: a kill mid-write leaves the old file intact."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -209,7 +209,7 @@ class Store:
             for k in self.sections:
                 if k not in had and data.get(k) == {}:
                     del data[k]
-            atomic_write(self.path, json.dumps(data, indent=0, sort_keys=True).encode())
+            write_atomically(self.path, json.dumps(data, indent=0, sort_keys=True).encode())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -87,7 +87,7 @@ def main(argv=None):
         if o.stopped or o.not_started:
             break
     left = plan(store.read())
-    slices.summary(total, left, len(left) * args.estimate, again)
+    slices.slice_report(total, left, len(left) * args.estimate, again)
     return 0
 
 
