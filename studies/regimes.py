@@ -26,7 +26,7 @@ when its adapter is missing). Runs live in runs/regimes/arm<a>/s<seed>/. The pag
 section and docs/figures/regimes_arm<a>_*.png are rewritten from the JSON after every arm.
 
 Arms 2b and memory-cures (the amendment of 2026-12-03) declare a grid per method (`Arm.grids`):
-each method's setting is chosen on val first by studies/study.py's runner (`choose_settings`), the
+each method's setting is chosen on val first by studies/study.py's runner (`plan_choice`, in slices), the
 choice kept in the JSON, then every seed trains at it; their gate is read on every seed
 (`Arm.gate_every_seed`), and arm 2b's chain is its own variant of the domain (`domain_variants`).
 Their section of the page (`cures_markdown`) is rendered once they have records: the choice, the
@@ -120,7 +120,7 @@ class Arm:
     teacher_of: dict               # domain -> the method that is its teacher (normalised scores)
     variants: dict = field(default_factory=dict)   # {domain: Domain}: the arm's own lengths / knobs (domain_variants)
     grids: dict = field(default_factory=dict)
-    """{method key: [setting, ...]}: chosen on val by studies/study.py's runner (`choose_settings`); a
+    """{method key: [setting, ...]}: chosen on val by studies/study.py's runner (`plan_choice`); a
     method not named trains at its settings as registered"""
     gate_every_seed: study.Gate | None = None
     """a gate read on every seed at the chosen setting: a seed that fails it is excluded from the tests"""
@@ -632,28 +632,10 @@ class ArmEvals(study.StoreEvals):
                     if r["domain"] == d and r["length"] in doms[d].train_lengths} for d in self.arm.domains}
 
 
-@dataclass
-class ChoiceCtx:
-    """What studies/study.py's `choose` hands every method's train (its `setup`'s ctx)."""
-
-    bank: object
-    methods: dict
-    folder: Path
-    built: dict = field(default_factory=dict)   # {seed: {method key: build's output}}: the teachers read
-    seed: int | None = None                     # the seed whose teachers the bank holds now
-
-
 def quick_grid(key: str, grid: list) -> list:
     """The smoke test's grid: each method's middle setting; exact KL's two lowest, so the
     bracketing and the tie-break run too."""
     return list(grid[:2]) if key == "mopd_kl" else [grid[len(grid) // 2]]
-
-
-def choose_settings(args, arm: Arm, store: Store) -> dict[str, dict] | None:
-    """The val choice as it stands in the JSON: every gridded method's setting once every one is
-    chosen (None while jobs are left; `plan_choice`). The choice itself runs as jobs (`run_sliced`)."""
-    jobs, chosen, _ = plan_choice(args, arm, store.read())
-    return chosen if not jobs and set(chosen) >= set(arm.grids) else None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ job read, stops the study naming it; one that no record read runs again."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,9 +87,7 @@ def test_a_tampered_input_stops_the_study_naming_it(tmp_path):
 def test_a_missing_input_a_record_read_stops_the_study_naming_it(tmp_path):
     out = tmp_path / "docs"
     assert fake(out, "--workers", "2").returncode == 0
-    for f in (out / "fake_inputs" / "s2" / "teacher").iterdir():
-        f.unlink()
-    (out / "fake_inputs" / "s2" / "teacher").rmdir()
+    shutil.rmtree(out / "fake_inputs" / "s2" / "teacher")
     r = fake(out)
     assert r.returncode != 0
     assert "fake_inputs/s2/teacher is missing; recorded jobs read it: student|2" in r.stderr
@@ -101,8 +100,7 @@ def test_a_missing_input_no_record_read_is_made_again(tmp_path):
     data = json.loads((out / "fake.json").read_text())
     del data["runs"]["student|0"]                         # its only reader: not recorded
     (out / "fake.json").write_text(json.dumps(data))
-    (out / "fake_inputs" / "s0" / "teacher" / "weights.txt").unlink()
-    (out / "fake_inputs" / "s0" / "teacher").rmdir()
+    shutil.rmtree(out / "fake_inputs" / "s0" / "teacher")
     r = fake(out, "--workers", "2")
     assert r.returncode == 0, r.stderr
     assert records(out) == want
