@@ -687,7 +687,8 @@ def plan_choice(args, arm: Arm, data: dict) -> tuple[list[dict], dict, dict]:
     """(jobs, chosen, grid) of the arm's val choice from its records: the jobs the choice needs next
     (every one independent of the others), the settings chosen so far {method: setting}, and each
     chosen method's grid entries. A method is planned once what it reads is chosen; a run at seed s
-    of a method that reads a teacher needs that teacher's chosen run at seed s first (a job of its own)."""
+    of a method that reads a teacher needs that teacher's chosen run at seed s first (a job of its own),
+    or, for a teacher with no grid (memory-cures' teacher_memory), its seed record at s."""
     n = (QUICK_EVAL if args.quick else EVAL)["val"]
     base = data["choices"].get(f"{arm.number}|eval|{BASE}|val|{n}")
     if base is None:
@@ -710,9 +711,12 @@ def plan_choice(args, arm: Arm, data: dict) -> tuple[list[dict], dict, dict]:
         missing, entries, best = study.replay_choice(spec, k, val_of)
         for setting, seed in missing:
             ready = True
-            for t in methods[k].needs:                 # its teacher's chosen run at this seed, first
+            for t in methods[k].needs:                 # its teacher's run at this seed, first
                 if t in arm.grids and run_key(arm, t, chosen[t], seed) not in data["choices"]:
                     need({"kind": "choice", "key": t, "setting": chosen[t], "seed": seed})
+                    ready = False
+                elif t not in arm.grids and not has_input(data, arm, methods[t].name, seed):
+                    need({"kind": "seed", "key": t, "seed": seed})   # a teacher with no grid: its seed record
                     ready = False
             if ready:
                 need({"kind": "choice", "key": k, "setting": setting, "seed": seed})
