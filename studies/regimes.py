@@ -2035,8 +2035,10 @@ READING = {   # hand-written for the recorded runs (2026-12-02; re-read 2026-12-
         "trained on both, keeps conflict at 1.000 ± 0.001 and reaches 0.494 ± 0.305 on memory against the memory "
         "teacher's 0.564 ± 0.166 (memory accuracy table). Seed 2's memory teacher fails gate G1 on val (0.325 "
         "against 0.50, gate line), which was checked on seed 0 only.",
-        "* MOPD exact KL and RFT both reach each teacher on its own domain (conflict 1.000, memory 0.564 ± 0.167 and "
-        "0.567 ± 0.165; both accuracy tables); MOPD Top-k scores 0.000 on memory and MOPD-PG 0.105 ± 0.032 (memory "
+        "* MOPD exact KL and RFT score as their teachers do on each domain's accuracy table (conflict 1.000, memory "
+        "0.564 ± 0.167 and 0.567 ± 0.165 against the memory teacher's 0.564 ± 0.166; both accuracy tables); no "
+        "comparison with the teacher or margin was registered for them, so this is the tables' means, not a "
+        "finding that they reach it; MOPD Top-k scores 0.000 on memory and MOPD-PG 0.105 ± 0.032 (memory "
         "accuracy table). H1.2 and H1.3 are not tested (their rule needs H1.1 shown).",
         "* The merges lose conflict: linear 0.470 ± 0.072, cat 0.841 ± 0.023 (conflict accuracy table; merge linear "
         "minus teacher_conflict -0.530 ± 0.180, comparison table).",
