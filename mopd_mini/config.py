@@ -185,13 +185,21 @@ class MOPDConfig:
     """jsd: the interpolation, TRL's GKD convention: M = beta p_T + (1 - beta) p_S; 0 is the forward KL, 1 the reverse KL"""
     lmbda: float = 1.0
     """GKD's on-policy fraction: with probability 1 - lmbda a step's prefixes come from `lmbda_prefix`
-    instead of the student's samples (1: always on-policy); < 1 needs a full-distribution loss (not pg)"""
+    instead of the student's samples (1: always on-policy); < 1 needs a full-distribution loss (not pg).
+    Where the student is stuck (p_S(y) -> 1 on a token y with p_T(y) -> 0) it changes WHICH positions
+    train, not the gradient at one: the loss at a position reads the full distributions, whoever wrote
+    the prefix, so at the stuck position the reverse KL's gradient vanishes as on-policy; an off-policy
+    step trains the positions after the teacher's tokens, which the stuck student's own samples never
+    reach. Its stuck share says nothing there (the teacher's token is not one it rejects): the detector
+    reads on-policy steps only (docs/stuck.md)"""
     lmbda_prefix: str = "teacher"
     """where an off-policy step's prefixes come from: "teacher" (each domain's completions sampled by its own
     routed teacher) or "gold" (the gold answer's tokens and the end of turn)"""
     top_p: float = 1.0
     """nucleus truncation of the student's rollouts (1: none; arXiv 2603.25562 samples with top-p); the loss
-    still reads the student's untruncated distribution"""
+    still reads the student's untruncated distribution. It cannot free a stuck student: where p_S(y) -> 1
+    on a wrong token y, p_S(y) >= top_p and the nucleus is y alone, so the student samples y every time
+    and trains on the same vanishing gradient; top_p only cuts the tail below (rollout.nucleus)"""
     steps: int = 300
     """optimizer steps"""
     prompts_per_domain: int = 8

@@ -27,7 +27,17 @@ that prefill IS the training forward over the prompt: it is counted once, as tra
 (each distinct prompt once, plus every row's completion), and not again as a sampler prefill; in a
 GRPO step that trains nothing (every group's rewards equal) it is counted as a sampler prefill.
 
-and the run's wall time of its training steps (no evaluations, no checkpoints) is `Run.seconds`
+The stuck student's cures add nothing these counters count, and the ledger says so rather than
+leaving it unsaid: the forward KL (loss "fkl") and the generalised JSD ("jsd") read the same routed
+teacher forward as the exact reverse KL (full-vocabulary logits of every row), so the same
+teacher-prefill tokens; support matching (topk_support) reads the same top-k the plain Top-k
+gathers; top_p samples the same number of tokens a step (a sort of each decode step's
+distribution, not a matrix multiply, so outside the FLOPs estimate). Their extra work is per
+position over the vocabulary (a mixture's log for jsd, a renormalisation over k for support
+matching, the sort for top_p), O(V) per token against the 2 N per token of a forward:
+below the attention scores this estimate already leaves out.
+
+And the run's wall time of its training steps (no evaluations, no checkpoints) is `Run.seconds`
 (kept in checkpoint.pt, out of metrics.jsonl, which stays byte-identical across runs of a seed).
 
 `totals(metrics)` sums the counters over a run; `flops(totals, n_base, n_adapter)` estimates

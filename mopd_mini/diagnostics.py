@@ -8,7 +8,8 @@ M the (B, T) completion mask.
   stuck_mask        the student's sampled tokens where it is confident and the teacher rejects it:
                     p_S(y_t) > p_min and log p_T(y_t) < teacher_logp_max
   grad_norms        || d loss_t / d z_t ||, per position, in closed form for each loss form
-                    (GRAD_NORMS: kl, fkl, pg, topk): no backward, a chunk of rows at a time
+                    (GRAD_NORMS: kl, fkl, jsd, pg, topk, topk_support): no backward, a chunk
+                    of rows at a time
   off_support_mass  the student's probability outside the teacher's top-k set
 
 Why (docs/stuck.md): where the student puts nearly all its mass on a token y the teacher gives
@@ -70,7 +71,7 @@ class Rows:
     """One chunk of masked-in positions (n rows), what every closed form reads: the student's
     log p_S and p_S (n, V), in fp32 (fp64 if given), and the row slices of the other inputs
     (`teacher_logits` (n, V), `ids` (n,), `advantage` (n,), `topk_ids` / `topk_logprobs` (n, k),
-    `topk_correction`). The teacher's log-softmax is computed on first use only."""
+    `topk_correction`, `beta`). The teacher's log-softmax is computed on first use only."""
 
     def __init__(self, z_S: Tensor, inputs: dict):
         self.log_p_S = torch.log_softmax(_upcast(z_S), dim=-1)   # (n, V)
@@ -112,6 +113,27 @@ def _forward_kl_norm(r: Rows) -> Tensor:
     return (r.p_S - r.log_p_T.exp()).norm(dim=-1)
 
 
+def _jsd_norm(r: Rows) -> Tensor:
+    """The generalised JSD of GKD (losses.jsd_loss), M = beta p_T + (1 - beta) p_S:
+
+        g(v) = (1 - beta) p_S(v) (log(p_S(v) / M(v)) - KL(p_S || M))        0 < beta < 1
+
+    and at the ends the forward KL's (beta = 0) and the reverse KL's (beta = 1) forms, as the loss.
+    On a confidently wrong token y (p_S(y) -> 1, p_T(y) -> 0), M(y) -> 1 - beta, so the bracket on
+    y goes to 0 and the other terms carry p_S(v) -> 0: the norm vanishes for every 0 < beta < 1,
+    as the reverse KL's does; its size against the forward KL's is about beta while beta p_T is
+    small against p_S (docs/stuck.md)."""
+    beta = float(r.need("beta"))
+    if beta == 0.0:
+        return _forward_kl_norm(r)
+    if beta == 1.0:
+        return _reverse_kl_norm(r)
+    log_M = torch.logaddexp(r.log_p_T + math.log(beta), r.log_p_S + math.log(1 - beta))   # (n, V) log M
+    log_ratio = r.log_p_S - log_M
+    kl = (r.p_S * log_ratio).sum(dim=-1, keepdim=True)                   # (n, 1) KL(p_S || M)
+    return (1 - beta) * (r.p_S * (log_ratio - kl)).norm(dim=-1)
+
+
 def _pg_norm(r: Rows) -> Tensor:
     """MOPD-PG's per-token surrogate, -A_t log p_S(y_t) with A_t a constant (the clipped advantage
     the loss uses; losses.pg_loss):
@@ -149,6 +171,23 @@ def _topk_norm(r: Rows) -> Tensor:
     return g.norm(dim=-1)
 
 
+def _topk_support_norm(r: Rows) -> Tensor:
+    """Local support matching (losses.topk_reverse_kl(support=True)): the reverse KL of the pair
+    renormalised over the teacher's top-k set K, q_S = p_S / m_S and q_T = p_T / m_T on K:
+
+        g(u) = q_S(u) (log q_S(u) - log q_T(u) - l_t)   for u in K,   0 for u not in K
+
+    q_S depends on the logits in K only (a softmax over K), so the norm does not shrink as the
+    student's mass m_S on K goes to 0 (the difference from plain Top-k, `_topk_norm`); it vanishes
+    where the stuck token is in K with q_S -> 1 and q_T -> 0, as the reverse KL's does."""
+    ids = r.need("topk_ids")                                             # (n, k)
+    log_q_S = r.log_p_S.gather(-1, ids).log_softmax(dim=-1)              # (n, k) the student over K
+    log_q_T = _upcast(r.need("topk_logprobs")).log_softmax(dim=-1)       # (n, k) the teacher over K
+    q_S = log_q_S.exp()
+    l = (q_S * (log_q_S - log_q_T)).sum(dim=-1, keepdim=True)            # (n, 1)
+    return (q_S * (log_q_S - log_q_T - l)).norm(dim=-1)
+
+
 @dataclass(frozen=True)
 class GradNorm:
     """A loss form's closed-form per-position gradient norm: `fn(rows) -> (n,)` and what it needs."""
@@ -160,23 +199,33 @@ class GradNorm:
 GRAD_NORMS: dict[str, GradNorm] = {
     "kl": GradNorm(_reverse_kl_norm, ("teacher_logits",)),
     "fkl": GradNorm(_forward_kl_norm, ("teacher_logits",)),
+    "jsd": GradNorm(_jsd_norm, ("teacher_logits",)),
     "pg": GradNorm(_pg_norm, ("ids", "advantage")),
     "topk": GradNorm(_topk_norm, ("topk_ids", "topk_logprobs")),
+    "topk_support": GradNorm(_topk_support_norm, ("topk_ids", "topk_logprobs")),
 }
-"""loss form -> its closed form (the names of MOPDConfig.loss; fkl: losses.soft_label_kl's forward
-KL). A new loss adds an entry: a function of one chunk of `Rows` and the inputs it reads."""
+"""loss form -> its closed form (the names of MOPDConfig.loss, and `topk_support` for loss "topk"
+with topk_support=True: `form_of`; fkl: losses.soft_label_kl's forward KL; jsd reads `beta`). A new
+loss adds an entry: a function of one chunk of `Rows` and the inputs it reads."""
+
+
+def form_of(loss: str, topk_support: bool = False) -> str:
+    """The GRAD_NORMS form a trainer's loss trains: its name, or "topk_support" for Top-k with
+    local support matching (another loss under the same MOPDConfig.loss)."""
+    return "topk_support" if loss == "topk" and topk_support else loss
 
 
 @torch.no_grad()
 def grad_norms(forms, student_logits: Tensor, mask: Tensor, *, teacher_logits: Tensor | None = None,
                ids: Tensor | None = None, advantage: Tensor | None = None, topk_ids: Tensor | None = None,
-               topk_logprobs: Tensor | None = None, topk_correction: bool = True,
+               topk_logprobs: Tensor | None = None, topk_correction: bool = True, beta: float = 0.5,
                chunk_size: int | None = None) -> dict[str, Tensor]:
     """|| d l_t / d z_t ||_2 at every masked-in position, for each loss form in `forms` (GRAD_NORMS).
 
     student_logits: (B, T, V), any float dtype (no gradient is taken); mask: (B, T). The inputs
     each form reads: teacher_logits (B, T, V) (kl, fkl); ids (B, T) the sampled tokens and advantage
-    (B, T) (pg); topk_ids, topk_logprobs (B, T, k) and topk_correction (topk). Returns
+    (B, T) (pg); topk_ids, topk_logprobs (B, T, k) and topk_correction (topk, topk_support); beta
+    (jsd, 0 <= beta <= 1). Returns
     {form: (B, T)} in fp32 (fp64 for fp64 logits), 0 outside the mask.
 
     Memory: only masked-in rows, `chunk_size` at a time (default ~4 MB of fp32, as losses.reverse_kl):
@@ -189,6 +238,8 @@ def grad_norms(forms, student_logits: Tensor, mask: Tensor, *, teacher_logits: T
         raise ValueError(f"no closed-form gradient norm for {unknown}; known: {list(GRAD_NORMS)}")
     _check_logits(student_logits=student_logits)
     _check_shapes("pass a (B, T) mask for (B, T, V) logits", leading_dims=2, student_logits=student_logits, mask=mask)
+    if "jsd" in forms and not 0 <= beta <= 1:
+        raise ValueError(f"beta must be in [0, 1] (0: forward KL, 1: reverse KL), got {beta}")
     B, T, V = student_logits.shape
     given = {"teacher_logits": teacher_logits, "ids": ids, "advantage": advantage, "topk_ids": topk_ids,
              "topk_logprobs": topk_logprobs}
@@ -205,7 +256,7 @@ def grad_norms(forms, student_logits: Tensor, mask: Tensor, *, teacher_logits: T
     rows = mask.reshape(B * T).nonzero().squeeze(1)                    # (R,) flat completion positions
     for idx in rows.split(chunk_size or max(1, CHUNK_ELEMENTS // V)):
         r = Rows(z[idx], {**{k: None if v is None else v[idx] for k, v in flat.items()},
-                          "topk_correction": topk_correction})
+                          "topk_correction": topk_correction, "beta": beta})
         for f in forms:
             out[f][idx] = GRAD_NORMS[f].fn(r)
     return {f: v.view(B, T) for f, v in out.items()}

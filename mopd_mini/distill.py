@@ -129,17 +129,18 @@ def stuck_info(cfg: MOPDConfig, student_logits, rollout: Rollout, teacher: routi
     """The stuck detector's per-token tensors (docs/stuck.md; `diagnostics` has the maths), all (B, C):
     `stuck` (1.0 where p_S(y) > stuck_p and log p_T(y) < stuck_teacher_logp), `grad_norm` (the trained
     loss's per-position gradient norm with respect to the student's logits, in closed form: no extra
-    backward; absent for a loss without one in diagnostics.GRAD_NORMS), `kl_grad_norm` (the exact
+    backward; the support-matching form for topk with topk_support, diagnostics.form_of), `kl_grad_norm` (the exact
     reverse KL's), `off_support` (the student's mass outside the teacher's top-k set)."""
     ids, mask = rollout.completion_ids, rollout.completion_mask
     stuck = diagnostics.stuck_mask(student_logprobs, teacher.logprobs, mask, cfg.stuck_p, cfg.stuck_teacher_logp)
-    forms = [f for f in dict.fromkeys((cfg.loss, "kl")) if f in diagnostics.GRAD_NORMS]
+    trained = diagnostics.form_of(cfg.loss, cfg.topk_support)
+    forms = [f for f in dict.fromkeys((trained, "kl")) if f in diagnostics.GRAD_NORMS]
     norms = diagnostics.grad_norms(forms, student_logits, mask, teacher_logits=teacher.logits, ids=ids,
                                    advantage=advantage, topk_ids=teacher.topk_ids, topk_logprobs=teacher.topk_logprobs,
-                                   topk_correction=cfg.topk_correction)
+                                   topk_correction=cfg.topk_correction, beta=cfg.beta)
     out = {"stuck": stuck.float(), "kl_grad_norm": norms["kl"], "off_support": (1 - student_topk_mass).clamp(min=0)}
-    if cfg.loss in norms:
-        out["grad_norm"] = norms[cfg.loss]
+    if trained in norms:
+        out["grad_norm"] = norms[trained]
     return out
 
 

@@ -9,7 +9,8 @@ plotting code serves both.
     rounds(summary)                  round 1 vs round 2 (normalised against round 1),
     ucmopd(summary)                  UCMOPD vs MOPD per domain with the kept fractions
     regime_lift, regime_cost,        the regime study (notebook 07, docs/regimes.md): lift by domain,
-    regime_kl, regime_depth          lift against pipeline FLOPs, arm 2's per-token KL, accuracy by depth
+    regime_kl, regime_depth          lift against pipeline FLOPs, arm 2's per-token KL, accuracy by depth,
+    regime_stuck                     the cures' arms' stuck share per step, method and seed
 
 The course's own plots (accuracy tables, curves, token maps, the baselines' bars) are in
 mopd_mini.plots; save a figure with plots.save.
@@ -18,6 +19,7 @@ mopd_mini.plots; save a figure with plots.save.
 from __future__ import annotations
 
 import math
+import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -264,6 +266,37 @@ def regime_kl(view: dict, title: str | None = None):
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("per-token reverse KL to the teacher")
     fig.suptitle(title or f"Where the dense signal lands (arm {view['arm']}, seeds {view['seeds']})", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def regime_stuck(view: dict, title: str | None = None):
+    """The stuck share per step (p_S(y) > 0.9 and log p_T(y) < -5, docs/stuck.md), one panel per MOPD
+    method, one line per seed (dashed: a seed that fails the arm's gate), the warning's threshold
+    dotted; gaps where a step has no share (an off-policy step of lmbda < 1). Every recorded seed."""
+    st = view["stuck"]
+    methods = list(st["methods"])
+    cols = min(4, len(methods))
+    rows = math.ceil(len(methods) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 2.9 * rows), squeeze=False, sharex=True, sharey=True)
+    for ax, k in zip(axes.flat, methods):
+        for i, (seed, s) in enumerate(sorted(st["methods"][k]["seeds"].items(), key=lambda kv: int(kv[0]))):
+            y = [np.nan if v is None else v for v in s["share"]]
+            ax.plot(s["step"], y, lw=1, color=plt.get_cmap("tab10")(int(seed) % 10),
+                    ls="-" if s["passes"] else "--", label=f"seed {seed}" + ("" if s["passes"] else " (fails gate)"))
+        ax.axhline(st["threshold"], color="black", lw=0.8, ls=":")
+        ax.set_title(textwrap.fill(st["methods"][k]["label"], 34), fontsize=7.5)
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(methods):]:
+        ax.axis("off")
+    for ax in axes[-1]:
+        ax.set_xlabel("step", fontsize=8)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(f"stuck share ({st['domain']})", fontsize=8)
+    axes.flat[0].legend(fontsize=6)
+    fig.suptitle(title or f"Arm {view['arm']}: the stuck share per step, every seed (dotted: the warning's "
+                 f"{st['threshold']:.2f})", fontsize=9)
     fig.tight_layout()
     return fig
 

@@ -1748,6 +1748,11 @@ def cures_markdown(data: dict, arm: Arm, figures: list[str]) -> list[str]:
               "Decisions against the hypotheses as registered: "
               + "; ".join(f"**{h}** {v}" for h, v in out.items() if h != "family") + ".", ""]
     lines += cost_table(rep) if rep.runs else []
+    if any(f.endswith("_stuck.png") for f in figures):
+        lines += ["The stuck-share figure draws each MOPD record's per-step series (`stuck_series`): one panel per "
+                  "method, one line per recorded seed, dashed where the seed fails the gate; the dotted line is the "
+                  "warning's share; gaps are off-policy steps of lmbda < 1, which have no share. It is descriptive: "
+                  "the registered reading of the share is H2b.2's above.", ""]
     lines += [f"![arm {arm.number}](figures/{f})" for f in figures] + [""]
     return lines
 
@@ -1926,6 +1931,8 @@ def view(data: dict, arm: Arm) -> dict:
             width = max(len(r[str(st)]["kl"]) for r in per if str(st) in r)
             out["kl"][loss][str(st)] = [fmean(r[str(st)]["kl"][i] for r in per if str(st) in r and len(r[str(st)]["kl"]) > i)
                                         for i in range(width)]
+    if arm.grids:
+        out["stuck"] = stuck_view(data, arm)
     dec = decisions(rep)[1] if rep.runs else {}
     out["decisions"] = {h: v for h, v in dec.items() if h != "family"}
     out["holm"] = dec.get("family", {})       # each primary comparison's Holm-adjusted p over the arm's family
@@ -1936,13 +1943,37 @@ def view(data: dict, arm: Arm) -> dict:
     return out
 
 
+def stuck_view(data: dict, arm: Arm) -> dict:
+    """The stuck-share curves of a cures arm, from each MOPD record's per-step series: {method:
+    {"label", "seeds": {seed: {"step", "share", "passes"}}}} over every recorded seed (a seed that
+    fails the gate kept, marked); an off-policy step (lmbda < 1) has no share (None: the amendment
+    of 2026-12-05); the threshold is MOPDConfig's stuck_warn_share."""
+    every = ArmReport(data, arm, seeds=None)
+    _, passing = gate_passing(data, arm)
+    d = arm.domains[0]
+    out = {"domain": d, "threshold": mm.MOPDConfig.stuck_warn_share, "methods": {}}
+    for k in MOPD_KEYS:
+        seeds = {}
+        for seed, r in sorted(every.runs.get(k, {}).items()):
+            series = r.get("stuck_series")
+            if series:
+                seeds[str(seed)] = {"step": series["step"], "passes": seed in passing,
+                                    "share": [v if on else None for v, on in zip(series[d]["share"], series["on_policy"])]}
+        if seeds:
+            out["methods"][k] = {"label": every.methods[k].label, "seeds": seeds}
+    return out
+
+
 def figures(v: dict, arm: Arm, folder: Path) -> list[str]:
     """The arm's figures, drawn by mopd_mini.views from its view(): lift by domain, lift against
-    pipeline FLOPs; for arm 2 accuracy by depth and the per-token KL early and late."""
+    pipeline FLOPs; for the cures' arms the stuck share per method and seed; for arm 2 accuracy by
+    depth and the per-token KL early and late."""
     if not v["methods"]:
         return []
     folder.mkdir(parents=True, exist_ok=True)
     drawn = [(views.regime_lift(v), "lift"), (views.regime_cost(v), "cost")]
+    if v.get("stuck", {}).get("methods"):
+        drawn.append((views.regime_stuck(v), "stuck"))
     if arm.number == 2:
         drawn.append((views.regime_depth(v), "depth"))
         if v["kl"]:
@@ -2004,8 +2035,10 @@ READING = {   # hand-written for the recorded runs (2026-12-02; re-read 2026-12-
         "trained on both, keeps conflict at 1.000 ± 0.001 and reaches 0.494 ± 0.305 on memory against the memory "
         "teacher's 0.564 ± 0.166 (memory accuracy table). Seed 2's memory teacher fails gate G1 on val (0.325 "
         "against 0.50, gate line), which was checked on seed 0 only.",
-        "* MOPD exact KL and RFT both reach each teacher on its own domain (conflict 1.000, memory 0.564 ± 0.167 and "
-        "0.567 ± 0.165; both accuracy tables); MOPD Top-k scores 0.000 on memory and MOPD-PG 0.105 ± 0.032 (memory "
+        "* MOPD exact KL and RFT score as their teachers do on each domain's accuracy table (conflict 1.000, memory "
+        "0.564 ± 0.167 and 0.567 ± 0.165 against the memory teacher's 0.564 ± 0.166; both accuracy tables); no "
+        "comparison with the teacher or margin was registered for them, so this is the tables' means, not a "
+        "finding that they reach it; MOPD Top-k scores 0.000 on memory and MOPD-PG 0.105 ± 0.032 (memory "
         "accuracy table). H1.2 and H1.3 are not tested (their rule needs H1.1 shown).",
         "* The merges lose conflict: linear 0.470 ± 0.072, cat 0.841 ± 0.023 (conflict accuracy table; merge linear "
         "minus teacher_conflict -0.530 ± 0.180, comparison table).",

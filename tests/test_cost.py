@@ -136,15 +136,18 @@ def test_grpo_two_passes_count_by_hand(teacher_bank, monkeypatch, skip_some_grou
     check_totals(run, grpo_hand_count(tok, set(eos_ids(teacher_bank.model, tok)), seen, run.metrics))
 
 
-@pytest.mark.parametrize("loss", ["pg", "topk", "kl"])
-def test_mopd_counts_by_hand_in_each_loss(loss, teacher_bank, monkeypatch):
+@pytest.mark.parametrize("loss, extra", [("pg", {}), ("topk", {}), ("kl", {}), ("fkl", {}), ("jsd", {"beta": 0.3}),
+                                         ("topk", {"topk_support": True}), ("kl", {"top_p": 0.9})])
+def test_mopd_counts_by_hand_in_each_loss(loss, extra, teacher_bank, monkeypatch):
     """MOPD in each loss: one sample per prompt; the sampler's prefill is the training forward
     (prefill once), the routed teachers prefill prompt + completion of every row, the student
-    trains on prompt + completion of every row; the loss on the completion tokens."""
+    trains on prompt + completion of every row; the loss on the completion tokens. The same count
+    holds for fkl, jsd, support matching and top_p: what each adds is nothing the ledger counts
+    (cost's docstring)."""
     from mopd_mini import distill
     seen = capture(monkeypatch, distill)
     run = train_student(teacher_bank, MOPDConfig(loss=loss, steps=3, prompts_per_domain=2, topk=4, eval_every=0,
-                                                 track_steps=(), experiment=None, progress=False))
+                                                 track_steps=(), experiment=None, progress=False, **extra))
     tok = teacher_bank.tokenizer
     stop = set(eos_ids(teacher_bank.model, tok))
     hand = {"sample_prefill": 0, "generated": 0, "teacher_prefill": 0, "trained": 0}

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from mopd_mini import AdapterBank, MOPDConfig, plots, runs, train_student
-from mopd_mini.diagnostics import GRAD_NORMS, grad_norms, mean_over, off_support_mass, stuck_mask
+from mopd_mini.diagnostics import GRAD_NORMS, form_of, grad_norms, mean_over, off_support_mass, stuck_mask
 from mopd_mini.distill import StuckWarning
-from mopd_mini.losses import log_softmax_at, pg_loss, reverse_kl, soft_label_kl, topk_reverse_kl
+from mopd_mini.losses import jsd_loss, log_softmax_at, pg_loss, reverse_kl, soft_label_kl, topk_reverse_kl
 
 # ------------------------------------------------------------------------------- hand-built pairs
 
@@ -90,6 +90,60 @@ def test_a_student_off_the_teachers_support_gets_no_topk_gradient():
         assert n.item() < 0.01
 
 
+def test_jsd_and_support_matching_at_the_stuck_token():
+    """The stuck pair above (0.99 on a token the teacher gives e^-17): JSD's gradient norm is small
+    for every 0 < beta < 1, smaller still at 0.999 (it vanishes with the reverse KL's), while the
+    forward KL's (beta = 0) stays near 1. Support matching with the stuck token outside the
+    teacher's top-2 keeps an O(1) norm (the student's in-set shape is renormalised) where plain
+    Top-k's is under 0.01; with the stuck token inside the set it vanishes as the reverse KL's."""
+    mask = torch.ones(1, 1)
+    t = teacher_rejecting().view(1, 1, -1)
+    jsd_at = lambda p_y, beta: grad_norms(["jsd"], categorical(p_y).view(1, 1, -1), mask, teacher_logits=t,  # noqa: E731
+                                          beta=beta)["jsd"].item()
+    fkl = grad_norms(["fkl"], categorical(0.99).view(1, 1, -1), mask, teacher_logits=t)["fkl"].item()
+    assert jsd_at(0.99, 0.0) == pytest.approx(fkl) and fkl > 0.9
+    for beta in (0.1, 0.5, 0.9):
+        assert jsd_at(0.99, beta) < 0.5 * fkl and jsd_at(0.999, beta) < jsd_at(0.99, beta)
+    s = categorical(0.998, V=6, y=5).view(1, 1, -1)                      # stuck off the set {0, 1}
+    ids = torch.tensor([[[0, 1]]])
+    t_lp = torch.tensor([[[math.log(0.6), math.log(0.39)]]], dtype=torch.float64)
+    n = grad_norms(["topk", "topk_support"], s, mask, topk_ids=ids, topk_logprobs=t_lp)
+    assert n["topk"].item() < 0.01 and n["topk_support"].item() > 0.05
+    inside = torch.tensor([[[0, 1]]])                                     # the stuck token 0 in the set
+    t_in = torch.tensor([[[-17.0, math.log(0.9)]]], dtype=torch.float64)
+    near = lambda p_y: grad_norms(["topk_support"], categorical(p_y, V=6).view(1, 1, -1), mask,  # noqa: E731
+                                  topk_ids=inside, topk_logprobs=t_in)["topk_support"].item()
+    assert near(0.999) < near(0.99) < near(0.5)
+
+
+def test_top_p_cannot_free_a_stuck_student():
+    """top_p (MOPDConfig's docstring): with the student at 0.99 on the wrong token, every nucleus
+    up to 0.99 is that token alone (probability 1 after renormalising), so every sample is the
+    stuck token; only top_p above p_S(y) keeps another token."""
+    from mopd_mini.rollout import nucleus
+    logp = categorical(0.99).view(1, -1)
+    for top_p in (0.5, 0.9, 0.95, 0.99):
+        kept = nucleus(logp, top_p).exp()[0]
+        assert kept[0].item() == pytest.approx(1.0) and (kept[1:] == 0).all(), top_p
+    assert (nucleus(logp, 0.995).exp()[0, 1:] > 0).any()
+
+
+def test_lmbda_changes_the_positions_not_the_gradient_at_a_stuck_one():
+    """lmbda (MOPDConfig's docstring): the full-distribution loss at a position does not read the
+    sampled token, so at the stuck position the gradient is the same whichever prefix led there
+    (on-policy, the student's stuck token; off-policy, the teacher's token); and the teacher's
+    token is never flagged (the teacher does not reject it), so an off-policy step's share is 0
+    whatever the student does: the detector reads on-policy steps only."""
+    s, t, _, mask, lp_S, lp_T = one_position(categorical(0.99), teacher_rejecting())
+    teacher_token = 1
+    lp_S_off, lp_T_off = s.log_softmax(-1)[..., teacher_token], t.log_softmax(-1)[..., teacher_token]
+    assert stuck_mask(lp_S, lp_T, mask).tolist() == [[True]] and stuck_mask(lp_S_off, lp_T_off, mask).tolist() == [[False]]
+    z = s.clone().requires_grad_()
+    (g,) = torch.autograd.grad(reverse_kl(z, t, mask)[0], z)
+    assert g.norm().item() == pytest.approx(grad_norms(["kl"], s, mask, teacher_logits=t)["kl"].item())
+    assert g.norm().item() < 0.25
+
+
 # ------------------------------------------------------------------- the closed forms vs autograd
 
 
@@ -140,9 +194,12 @@ def test_closed_form_norms_match_autograd_of_the_losses(dtype, shape):
         "pg": autograd_norms(lambda z: pg_loss(log_softmax_at(z, ids[..., None])[..., 0], lp_T, mask, clip=2.0)[0],
                              z_S, mask),
         "topk": autograd_norms(lambda z: topk_reverse_kl(z, topk_ids, topk_lp, mask)[0], z_S, mask),
+        "topk_support": autograd_norms(lambda z: topk_reverse_kl(z, topk_ids, topk_lp, mask, support=True)[0],
+                                       z_S, mask),
+        "jsd": autograd_norms(lambda z: jsd_loss(z, z_T, mask, beta=0.3)[0], z_S, mask),
     }
     got = grad_norms(list(GRAD_NORMS), z_S, mask, teacher_logits=z_T, ids=ids, advantage=pg_info["advantage"],
-                     topk_ids=topk_ids, topk_logprobs=topk_lp)
+                     topk_ids=topk_ids, topk_logprobs=topk_lp, beta=0.3)
     for form in GRAD_NORMS:
         assert got[form].dtype == dtype and got[form].shape == mask.shape
         torch.testing.assert_close(got[form], want[form].to(dtype), **tol, msg=form)
@@ -150,6 +207,10 @@ def test_closed_form_norms_match_autograd_of_the_losses(dtype, shape):
     naive = autograd_norms(lambda z: topk_reverse_kl(z, topk_ids, topk_lp, mask, correction=False)[0], z_S, mask)
     got = grad_norms(["topk"], z_S, mask, topk_ids=topk_ids, topk_logprobs=topk_lp, topk_correction=False)
     torch.testing.assert_close(got["topk"], naive.to(dtype), **tol)
+    for beta in (0.0, 0.1, 0.9, 1.0):                 # jsd's ends are the forward and the reverse KL
+        want = autograd_norms(lambda z: jsd_loss(z, z_T, mask, beta=beta)[0], z_S, mask)
+        got = grad_norms(["jsd"], z_S, mask, teacher_logits=z_T, beta=beta)["jsd"]
+        torch.testing.assert_close(got, want.to(dtype), **tol, msg=f"jsd beta={beta}")
 
 
 @pytest.mark.parametrize("chunk_size", [1, 2, 3])
@@ -157,7 +218,7 @@ def test_chunked_norms_equal_unchunked(chunk_size):
     """A chunk of 1, 2 or 3 rows gives the same norms as all rows at once."""
     z_S, z_T, mask, ids, topk_ids, topk_lp = random_case(3, 4, 60, torch.float32, seed=7)
     A = torch.randn(3, 4)
-    args = dict(teacher_logits=z_T, ids=ids, advantage=A, topk_ids=topk_ids, topk_logprobs=topk_lp)
+    args = dict(teacher_logits=z_T, ids=ids, advantage=A, topk_ids=topk_ids, topk_logprobs=topk_lp, beta=0.5)
     whole = grad_norms(list(GRAD_NORMS), z_S, mask, chunk_size=10_000, **args)
     parts = grad_norms(list(GRAD_NORMS), z_S, mask, chunk_size=chunk_size, **args)
     for form in GRAD_NORMS:
@@ -184,6 +245,11 @@ def test_grad_norms_refuse_unknown_forms_and_missing_inputs():
         grad_norms(["kl"], z, mask)
     with pytest.raises(ValueError, match="advantage"):
         grad_norms(["pg"], z, mask, ids=torch.zeros(1, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="beta"):
+        grad_norms(["jsd"], z, mask, teacher_logits=z, beta=1.5)
+    with pytest.raises(ValueError, match="topk_ids"):
+        grad_norms(["topk_support"], z, mask)
+    assert (form_of("topk", True), form_of("topk", False), form_of("jsd", True)) == ("topk_support", "topk", "jsd")
     assert mean_over(torch.ones(3), torch.zeros(3, dtype=torch.bool)) is None
 
 
@@ -215,11 +281,13 @@ def one_teacher(bank, perturb, tmp_path, monkeypatch):
     return bank
 
 
-@pytest.mark.parametrize("loss", ["pg", "topk", "kl"])
-def test_every_step_logs_the_detector_and_metrics_jsonl_stays_json(one_teacher, tmp_path, loss):
-    """Each row has every stuck key; shares and masses in [0, 1]; a mean over no stuck token is
-    None beside a count of 0 (null in the file: strict JSON parses it, no NaN); the trace has the flags."""
-    run = train_student(one_teacher, quick(loss=loss, student=f"s_{loss}"))
+@pytest.mark.parametrize("loss, extra", [("pg", {}), ("topk", {}), ("kl", {}), ("fkl", {}), ("jsd", {"beta": 0.3}),
+                                         ("topk", {"topk_support": True})])
+def test_every_step_logs_the_detector_and_metrics_jsonl_stays_json(one_teacher, tmp_path, loss, extra):
+    """Each row has every stuck key, the trained loss's gradient norm included (jsd and support
+    matching too); shares and masses in [0, 1]; a mean over no stuck token is None beside a count of
+    0 (null in the file: strict JSON parses it, no NaN); the trace has the flags."""
+    run = train_student(one_teacher, quick(loss=loss, student=f"s_{loss}{'_'.join(map(str, extra))}", **extra))
     for row in run.metrics:
         for key in STUCK_KEYS:
             assert f"{key}/binding" in row, key
