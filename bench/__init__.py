@@ -10,6 +10,7 @@ docs/benchmarks.md, each its own section (`python -m tools.run_all` runs them al
     peers            this library against TRL's DistillationTrainer: step time, same KL; memory of teachers
     scaling          how the cost grows: N teachers on one base, longer completions, bigger batches
     stuck_gradient   the stuck student on one categorical: each loss's gradient norm
+    stuck_cost       the stuck detector's share of a MOPD step, on and off, per loss form (prints only)
     bf16_floor       bf16's noise floor in MOPD's advantage: the student scored against itself
     course_stages    wall time of the course's stages on this CPU
     real_size_cpu    one MOPD step with the real Qwen3-1.7B architecture on this CPU: time, peak RSS

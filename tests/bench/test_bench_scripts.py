@@ -70,3 +70,10 @@ def test_compare_commits_runs_a_command_on_both_trees(capsys):
     with pytest.raises(ValueError, match="matched nothing"):
         compare_commits.main(["--base", "HEAD", "--repeats", "1", "--metric", "y=y=([0-9.]+)", "--",
                               sys.executable, "-c", "print('x=1')"])
+
+
+def test_the_stuck_detector_cost_bench_runs():
+    """bench.stuck_cost (prints only; not in `make bench`): one on/off pair per asked loss form, each
+    timed on steps that ran."""
+    out = importlib.import_module("bench.stuck_cost").main(["--quick"])
+    assert set(out) == {"kl"} and out["kl"]["on_ms"] > 0 and out["kl"]["off_ms"] > 0
