@@ -36,6 +36,8 @@ Ids:
   regimes/<arm>/mean/<m>/<domain>/<part>[@5]   a method's accuracy, mean ± sd over seeds (descriptive)
   regimes/<arm>/seed/<m>/<domain>/<part>/<seed>   one seed's accuracy (what that seed did)
   regimes/<arm>/kl/<loss>/<step>/<pos>  one cell of arm 2's KL table (mean, median, max)
+  regimes/<arm>/cure/<H>             a registered decision of a cures arm (2b, memory-cures), H with '+'
+                                     for its space ("H2b.1+mopd_fkl"), over the seeds that pass its gate
   results/stage3                     docs/results.md's stage-3 normalised scores (descriptive)
   matched/family                     how many of the registered family survive Holm's correction
   ablations/none                     how many of the ablations' paired differences are resolved
@@ -249,6 +251,22 @@ def matched_decision(rep: dict, h: str) -> str:
     return f"{h}: {matched.decisions(rep)[h]} (docs/matched.md, decisions table)."
 
 
+def regimes_cure(data: dict, arm: str, h: str) -> str:
+    """A cures arm's registered decision (studies.regimes.decisions_cures, Holm over its family) on
+    the seeds that pass its gate; the arm must be recorded in full (a partial arm has no decision)."""
+    from studies import regimes
+    ar = {str(k): v for k, v in regimes.ARMS.items()}[arm]
+    every = regimes.in_variants(ar, regimes.ArmReport, data, ar, ar.seeds)
+    if not regimes.complete(every):
+        raise ValueError(f"arm {arm} is not recorded in full: it has no decision to cite")
+    rep = regimes.in_variants(ar, regimes.tested, data, ar)
+    rows, out = regimes.in_variants(ar, regimes.decisions_cures, rep)
+    what = next((r[2:].split(" | ")[0] for r in rows if r.startswith(f"| {h}: ")), h)   # its row's comparison
+    seeds = "" if h == "H2b.2" else (f", seeds {', '.join(map(str, rep.seeds))}: those that pass gate "
+                                     f"{ar.gate_every_seed.name}")
+    return f"arm {arm}, {what}: {out[h]} (docs/regimes.md, arm {arm}'s comparison table{seeds})."
+
+
 def regimes_seed(data: dict, arm: str, m: str, domain: str, part: str, seed: int) -> str:
     """One seed's accuracy (or trace): what that seed did, not a finding."""
     from studies import regimes
@@ -418,6 +436,8 @@ def render(fid: str, data_dir: Path | None = None) -> str:
         if parts[2] == "cmp":
             a, b = parts[3].split("-")
             return regimes_cmp(data, parts[1], a, b, parts[4], bool(five))
+        if parts[2] == "cure":
+            return regimes_cure(data, parts[1], last.replace("+", " "))
         if parts[2] == "kl":
             return regimes_kl(data, parts[1], parts[3], int(parts[4]), int(parts[5]))
         if parts[2] == "seed":
