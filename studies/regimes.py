@@ -1519,6 +1519,14 @@ def head_lines(data: dict, arm: Arm, rep: ArmReport) -> list[str]:
     for s in data.get("slices", {}).get(str(arm.number), []):   # the time-boxed slices (run_sliced)
         lines.append(f"*Slice:* `{s['command']}` ({s['date']}, {s['wall_seconds'] / 60:.1f} min, {s['finished']} jobs "
                      f"finished, {s['stopped']} stopped at its deadline; {s['machine'].split(';')[0]})  ")
+    if arm.grids:                   # what the jobs cost, to set against the registered estimate (Budget above)
+        recs = arm_records(data, arm)
+        spent = {sec: sum(r.get("wall_seconds") or 0.0 for k, r in recs.items() if k.startswith(sec + "|")) / 3600
+                 for sec in ("choices", "runs")}
+        if recs:
+            lines.append(f"*Spent:* {sum(spent.values()):.2f} CPU-h in {len(recs)} recorded jobs (each job's wall "
+                         f"time on one core: the val choice {spent['choices']:.2f}, the seeds {spent['runs']:.2f}), "
+                         "against the estimate in the budget table above  ")
     expected = [(k, s) for k in rep.methods for s in arm.seeds]
     missing = [f"{k} seed {s}" for k, s in expected if s not in rep.runs.get(k, {}) and s not in rep.failed.get(k, {})]
     lines += ["", f"Finished: {sum(len(v) for v in rep.runs.values())} of {len(expected)} (method, seed) jobs of "
