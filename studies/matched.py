@@ -622,9 +622,20 @@ def logged_at(run, prefix: str, steps: tuple = regimes.STUCK_STEPS) -> dict:
     return {str(s): fmean(v for k, v in rows[s].items() if k.startswith(prefix + "/") and v is not None) for s in picked}
 
 
+def series_of(run, digits: int = 4) -> dict | None:
+    """The run's per-step stuck share and off-support mass per domain and `on_policy` per step
+    (bench.regimes.stuck_series, the amendment of 2026-12-05's record), rounded to `digits`."""
+    if run is None:
+        return None
+    r = lambda xs: [None if x is None else round(x, digits) for x in xs]  # noqa: E731
+    s = regimes.stuck_series(run, DOMAINS)
+    return {"step": s["step"], "on_policy": r(s["on_policy"]), **{d: {k: r(v) for k, v in s[d].items()} for d in DOMAINS}}
+
+
 def summarise_cures(declared: study.Study, plan: Plan, T: int):
     """The sweep's report of a T (its rows, grids, choices, teachers and their sha256), each row with
-    the stuck share and the off-support mass at steps 50, 100, 300 and the last (descriptive)."""
+    the stuck share and the off-support mass at steps 50, 100, 300 and the last, and their per-step
+    series (`series_of`; descriptive)."""
     base = matched_report(declared, plan, T)
 
     def report(bench, state: study.State) -> dict:
@@ -633,6 +644,7 @@ def summarise_cures(declared: study.Study, plan: Plan, T: int):
             for seed, row in per.items():
                 run = state.per_seed[seed][m].run
                 row["stuck_share"], row["off_support"] = logged_at(run, "stuck_share"), logged_at(run, "off_support")
+                row["stuck_series"] = series_of(run)
         return rep
     return report
 
