@@ -110,7 +110,10 @@ QUICK = Protocol(steps=2, per_domain=2, lrs=(1e-3, 3e-3), offline_prompts=3, off
 
 
 class Bench:
-    def __init__(self, proto: Protocol, experiment: str, progress: bool = True):
+    def __init__(self, proto: Protocol, experiment: str, progress: bool = True, given: dict | None = None):
+        """The bank, the teachers at the protocol's budget (trained, or reloaded from runs/<experiment>/),
+        their parameter counts. `given`: {"teacher_<domain>": (adapter folder, run)}: the teachers kept
+        by a sliced study's set-up job (studies.sliced), loaded instead of trained."""
         self.proto, self.progress = proto, progress
         self.bank = mm.AdapterBank(*mm.load_base("tiny"))
         self.teacher_cfg = {d: baseline_teacher_config(d, experiment=None, progress=progress, eval_every=0,
@@ -124,7 +127,11 @@ class Bench:
         for d in DOMAINS:
             cfg = self.teacher_cfg[d]
             cfg.experiment = self.experiment
-            self.teachers[d] = mm.train_teacher(self.bank, cfg)
+            if given is not None:
+                folder, self.teachers[d] = given[f"teacher_{d}"]
+                self.bank.load(f"teacher_{d}", folder)
+            else:
+                self.teachers[d] = mm.train_teacher(self.bank, cfg)
         stale = {d: t.ledger for d, t in self.teachers.items() if t.ledger < cost.LEDGER}
         if stale:   # reloaded teachers whose cost/* columns older code counted (a mixed ledger)
             warnings.warn(f"the teachers {stale} reloaded from {self.folder} were counted by cost ledger "

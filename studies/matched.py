@@ -43,6 +43,13 @@ docs/regimes.md's Results, the page that registered it.
 
 from __future__ import annotations
 
+import sys
+
+if __name__ == "__main__" and "--status" in sys.argv[1:]:   # from the JSON alone, before torch loads
+    from studies.slices import jobs_status_main
+
+    raise SystemExit(jobs_status_main("matched", sys.argv[1:]))
+
 import argparse
 import json
 import math
@@ -60,7 +67,7 @@ import mopd_mini as mm  # noqa: E402
 from mopd_mini import cost, plots, runs, stats, views  # noqa: E402
 from mopd_mini.adapters import atomic_write  # noqa: E402
 
-from . import baselines, regimes, study  # noqa: E402
+from . import baselines, regimes, sliced, slices, study  # noqa: E402
 from .study import LADDER, extend_lr  # noqa: E402,F401  (the bracketing every study shares)
 from .baselines import DOMAINS, LABEL, MERGES  # noqa: E402
 from tools.provenance import above_header, command, machine, machine_line  # noqa: E402
@@ -146,6 +153,7 @@ def declare(plan: Plan, T: int, quick: bool) -> study.Study:
                                 **{f"merge_{h}": merged(h) for h in MERGES}},
                        picks={"merge_best": study.Pick({f"merge_{h}": h for h in MERGES})},
                        setup=lambda progress: baselines.Bench(proto, experiment, progress=progress),
+                       given=lambda progress, given: baselines.Bench(proto, experiment, progress=progress, given=given),
                        parts={"all": None}, tie_break=plan.tie_break, val_from_run=False, max_extend=plan.extend)
 
 
@@ -610,6 +618,7 @@ def declare_cures(plan: Plan, T: int, quick: bool) -> study.Study:
     return study.Study(module="studies.matched", argv=["--T", str(T), "--cures"] + (["--quick"] if quick else []),
                        methods={m: method(m) for m in CURES_METHODS},
                        setup=lambda progress: baselines.Bench(proto, experiment, progress=progress),
+                       given=lambda progress, given: baselines.Bench(proto, experiment, progress=progress, given=given),
                        parts={"all": None}, tie_break=plan.tie_break, val_from_run=False, max_extend=plan.extend)
 
 
@@ -792,6 +801,14 @@ def check_cures_target(out: Path, Ts: tuple) -> dict:
     return rep
 
 
+def cures_block(part: dict, plan: Plan, cmd: str, where: dict) -> dict:
+    """matched.json's `by_T.<T>.cures`: the runner's report, the plan, the command, date and machine."""
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return json.loads(json.dumps({**part, "plan": {k: getattr(plan, k) for k in ("student_steps", "per_domain", "val_n",
+                                                                                 "test_n")},
+                                  "command": cmd, "date": date, "machine": where}, default=str))
+
+
 def run_cures(args, plan: Plan, Ts: tuple, argv) -> dict:
     """The check at each T: the runner's protocol, the block written after every seed (resumable:
     the runs and evaluations reload from the sweep's folder at T)."""
@@ -805,11 +822,7 @@ def run_cures(args, plan: Plan, Ts: tuple, argv) -> dict:
         declared = declare_cures(plan, T, args.quick)
 
         def save(part, T=T):
-            date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-            rep["by_T"][str(T)]["cures"] = json.loads(json.dumps(
-                {**part, "plan": {k: getattr(plan, k) for k in ("student_steps", "per_domain", "val_n", "test_n")},
-                 "command": cmd, "date": date, "machine": where},
-                default=str))
+            rep["by_T"][str(T)]["cures"] = cures_block(part, plan, cmd, where)
             if not args.no_write:
                 write_cures(rep, out)
 
@@ -865,6 +878,78 @@ def estimate_cures(plan: Plan, T: int, seeds: int, workers: int, steps: int = 4)
 
 
 # ---------------------------------------------------------------------------------------------
+# in time-boxed slices (--hours): every run one recorded job (studies.sliced), kept beside the JSON
+# ---------------------------------------------------------------------------------------------
+
+JOBS = "matched_jobs.json"
+"""the sliced runs' records (docs/), one store for every T and the cures' check, each under its key"""
+INPUTS = "matched_inputs"
+"""the folder beside it holding what a later job reads (teachers, the val choice's adapters) and every
+run's metrics (tracked by git)"""
+
+
+SETUP_S, TEACHER_STEP_S = 120.0, 0.5
+"""the set-up job's estimate before any is recorded: loading and the references' evaluations, and a
+GRPO teacher step (an Intel Xeon core: 200 steps in about 12 s; this allows 8x that)"""
+
+
+def sliced_key(T: int, cures: bool, quick: bool) -> str:
+    return f"T{T}" + ("-cures" if cures else "") + ("-quick" if quick else "")
+
+
+def sliced_study(args, plan: Plan, T: int) -> sliced.Sliced:
+    """The study at T (its cures' check with --cures) as studies.sliced's jobs: each a process of this
+    module with the same options and `--job`."""
+    out = Path(args.out)
+    declared = (declare_cures if args.cures else declare)(plan, T, args.quick)
+    store = slices.Store(out / JOBS, lambda: runs.RUNS_DIR / "matched_jobs.lock", ("jobs", "plans", "slices"))
+    base = [slices.python(), "-m", "studies.matched", "--T", str(T), "--out", str(out), "--quiet",
+            "--seeds", *map(str, args.seeds), *(["--cures"] if args.cures else []), *(["--quick"] if args.quick else [])]
+    return sliced.Sliced(declared, key=sliced_key(T, args.cures, args.quick), store=store,
+                         inputs=slices.Inputs(out / INPUTS, slices.files_digest), seeds=args.seeds, n=plan.test_n,
+                         val_n=plan.val_n, job_argv=lambda job: base + ["--job", json.dumps(job)],
+                         setup_s=SETUP_S + 2 * T * TEACHER_STEP_S)
+
+
+def run_sliced(args, plan: Plan, Ts: tuple, argv) -> dict | None:
+    """Each T in slices inside `--hours`: its jobs, then, once every one is recorded, its report written
+    as the whole command writes it (the sweep's `by_T.<T>`, or with --cures its `cures` block and
+    regimes.md's section). A T not complete writes nothing to matched.json or the pages."""
+    out, deadline = Path(args.out), slices.Deadline(args.hours)
+    again = slices.continuing("studies.matched", list(argv) if argv is not None else sys.argv[1:])
+    saved = out / "matched.json"
+    rep = json.loads(saved.read_text()) if saved.exists() else {"by_T": {}}
+    if args.cures:
+        check_cures_target(out, Ts)
+    for T in Ts:
+        job = sliced_study(args, plan, T)
+        (out / INPUTS).mkdir(parents=True, exist_ok=True)
+        runs.RUNS_DIR.mkdir(parents=True, exist_ok=True)
+        if not job.run(workers=args.workers, deadline=deadline, again=again):
+            return None
+        declared = job.s
+        summarise = (summarise_cures if args.cures else matched_report)(declared, plan, T)
+        part = job.report(summarise)
+        machines = sorted({r["machine"] for r in job.records(job.store.read()).values()})
+        cmd = command("studies.matched", argv) + f" (in slices: {JOBS}, machines: {' | '.join(machines)})"
+        if args.cures:
+            rep["by_T"][str(T)]["cures"] = cures_block(part, plan, cmd, machine())
+            write_cures(rep, out)
+        else:
+            now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+            kept = rep["by_T"].get(str(T), {}).get("cures")
+            rep["by_T"][str(T)] = json.loads(json.dumps({**part, "command": cmd, "date": now, "machine": machine()},
+                                                        default=str))
+            if kept:
+                rep["by_T"][str(T)]["cures"] = kept
+            rep.update(date=now, flops_formula=cost.FORMULA)
+            rep.setdefault("plan", {**asdict(plan), "Ts": []})["Ts"] = sorted({*rep["plan"]["Ts"], T})
+            write(rep, out)
+        print(f"T = {T}: every job recorded; the report is written")
+    return rep
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def main(argv=None):
@@ -882,12 +967,21 @@ def main(argv=None):
     p.add_argument("--cures", action="store_true", help="the stuck student's cures beside exact KL at --T (default "
                    f"{CURES_T}): docs/regimes.md's course-setting check, written to matched.json's by_T.<T>.cures and "
                    "regimes.md's Results")
+    p.add_argument("--hours", type=float, help="run in a time-boxed slice of this many hours (less 10 minutes to "
+                   "write): every run a recorded job, kept in docs/matched_jobs.json and docs/matched_inputs/; the "
+                   "same command continues, on any machine")
+    p.add_argument("--status", action="store_true", help="what the slices recorded and what is left (no torch)")
+    p.add_argument("--job", help=argparse.SUPPRESS)                  # one job of a slice, in its own process
     p.add_argument("--n", type=int, help=argparse.SUPPRESS)          # set by the runner for its workers
     study.add_worker_args(p)
     args = p.parse_args(argv)
     plan = QUICK if args.quick else FULL
     if args.workers < 1:
         raise SystemExit(f"--workers must be >= 1, got {args.workers}")
+    if args.status:
+        return slices.jobs_status_main("matched", ["--out", args.out])
+    if args.job is not None:
+        return sliced_study(args, plan, args.T[0]).job(json.loads(args.job))
     if args.worker is not None:
         declared = (declare_cures if args.cures else declare)(plan, args.T[0], args.quick)
         return study.worker_main(declared, args.worker, args.jobs, plan.test_n, plan.val_n)
@@ -922,6 +1016,10 @@ def main(argv=None):
     unknown = [T for T in Ts if T < 1]
     if unknown:
         raise SystemExit(f"--T must be >= 1 steps, got {unknown}")
+    if args.hours is not None:
+        if args.no_write:
+            raise SystemExit("--hours keeps every job's record in docs/: it cannot run with --no-write")
+        return run_sliced(args, plan, Ts, argv)
     if args.cures:
         return run_cures(args, plan, Ts, argv)
     out = Path(args.out)

@@ -348,3 +348,33 @@ def status_main(name: str, argv: list[str]) -> int:
         print(f"arm {a} ({args.out / f'{name}.json'}):")
         print("\n".join(status_lines({"val choice": choice, "seeds": seeds}, data.get("plans", {}).get(a))))
     return 0
+
+
+def jobs_status(data: dict, key: str) -> list[str]:
+    """`status_lines` of a studies.sliced study (`key`: its records' prefix in the "jobs" section):
+    the set-up, the val choice's runs (a record with a val score), the seeds' (one with a test score)."""
+    recs = {k: r for k, r in data.get("jobs", {}).items() if k.startswith(key + "|")}
+    phases = {"set-up": [r for k, r in recs.items() if k == f"{key}|setup"],
+              "val choice": [r for r in recs.values() if r.get("val") is not None],
+              "seeds": [r for r in recs.values() if r.get("test") is not None]}
+    return status_lines(phases, data.get("plans", {}).get(key))
+
+
+def jobs_status_main(name: str, argv: list[str]) -> int:
+    """`python -m studies.<name> --status [--out DIR]` for a studies.sliced study: every key with
+    records or a plan in <out>/<name>_jobs.json (default docs/), `jobs_status` each."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog=f"python -m studies.{name} --status")
+    p.add_argument("--status", action="store_true")
+    p.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs")
+    args, _ = p.parse_known_args(argv)
+    path = args.out / f"{name}_jobs.json"
+    data = read_json(path)
+    keys = sorted(set(data.get("plans", {})) | {k.split("|")[0] for k in data.get("jobs", {})})
+    if not keys:
+        print(f"{path}: no slice has run yet")
+    for k in keys:
+        print(f"{k} ({path}):")
+        print("\n".join(jobs_status(data, k)))
+    return 0

@@ -196,6 +196,10 @@ class Study:
     are smaller, for the curves only)"""
     max_extend: int = 2
     """at most this many settings a method's grid is extended by (`Method.extend`) before the tie-break"""
+    given: Callable[[bool, dict], Any] | None = None
+    """the set-up from kept teachers, `given(progress, {name: (adapter folder, Recorded run)})`: the
+    same ctx as `setup`'s, no teacher trained (studies.sliced: each job reads the teachers a set-up
+    job kept); None: the study runs only whole (`run`)"""
     rebracket: int = 4
     """the hard limit after the tie-break: at most this many settings added around a two-seed choice on
     the grid's edge (each trained on seed 0 and the tie-break seed); 0: the choice stays where the
