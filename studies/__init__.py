@@ -2,6 +2,7 @@
 
     study             the one runner: grid on val, bracketing, tie-break, workers, store, claims
     slices            time-boxed slices: --hours, one process a job, inputs beside the JSON, --status (no torch)
+    sliced            study.run's protocol as slices' jobs (studies.matched --hours): set-up, val choice, seeds
     baselines         is MOPD worth it? every baseline of the paper and its critique (docs/baselines.md)
     matched           the same question at a matched RL budget T, for several T (docs/matched.md)
     ablations         a teacher of another origin, multi-round MOPD, UCMOPD (docs/ablations.md)

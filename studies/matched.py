@@ -9,6 +9,8 @@ metric, budgets, seeds, statistics, decision rule) is docs/matched.md, written b
     python -m studies.matched --quick --no-write       # the smoke test (seconds)
     python -m studies.matched --render docs/matched.json
     python -m studies.matched --T 200 --seeds 0 1 2 3 4 --cures   # the stuck student's cures beside exact KL at T = 200
+    python -m studies.matched --T 200 --seeds 0 1 2 3 4 --cures --workers 2 --hours 1.5   # the same, in a slice
+    python -m studies.matched --status                 # what the slices recorded and what is left (no torch)
 
 A declaration on studies.study's runner, one study per T, each with its own teacher set (the
 baselines' Bench with the teachers at T steps):
@@ -39,6 +41,12 @@ on exact KL's grid of this sweep by the same runner, from the sweep's teachers a
 what it holds reloads); each cure minus that exact KL, paired, Holm over the cures, H2b.1's rule.
 Written to matched.json's `by_T.<T>.cures` (nothing else there changes) and rendered in
 docs/regimes.md's Results, the page that registered it.
+
+`--hours H` runs any of these in time-boxed slices (studies.sliced): every run one job in its own
+process, `--workers` at a time, recorded in docs/matched_jobs.json when it has finished; the teachers,
+the val choice's adapters and every run's metrics kept in docs/matched_inputs/; at the deadline (less
+10 minutes) the running jobs are stopped and nothing of them is kept. The same command continues on
+any machine; a T's report is written (as the whole command writes it) once every job is recorded.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def write_metrics(folder: Path, metrics: list) -> None:
     (Path(folder) / METRICS).write_bytes(gzip.compress(data, mtime=0))
 
 
-def read_metrics(folder: Path) -> list:
+def kept_metrics(folder: Path) -> list:
     return [json.loads(line) for line in gzip.decompress((Path(folder) / METRICS).read_bytes()).decode().splitlines()]
 
 
@@ -71,7 +71,7 @@ def accs_of(accs: dict) -> dict:
     return {d: {int(L): a for L, a in by.items()} for d, by in accs.items()}
 
 
-def evaluate(bank, name: str, split: str, n: int) -> dict:
+def scored(bank, name: str, split: str, n: int) -> dict:
     """{domain: {str(L): acc}}: the study's evaluation (mm.evaluate), as a record keeps it."""
     import mopd_mini as mm
 
@@ -158,7 +158,7 @@ class Sliced:
         given, reads = {}, {}
         for name, t in setup["teachers"].items():
             folder = self.inputs.get(t["input"], t["digest"], self.readers(data, t["input"]))
-            given[name] = (folder, Recorded(read_metrics(folder), t["seconds"], t["ledger"]))
+            given[name] = (folder, Recorded(kept_metrics(folder), t["seconds"], t["ledger"]))
             reads[t["input"]] = t["digest"]
         return given, reads
 
@@ -191,8 +191,8 @@ class Sliced:
                                          "seconds": run.seconds, "ledger": run.ledger,
                                          "sha256": runs.adapter_digest(ctx.bank, name)}
             for a in self.s.refs:
-                rec["refs"]["val"][a] = evaluate(ctx.bank, a, "val", self.val_n)
-                rec["refs"]["test"][a] = evaluate(ctx.bank, a, "test", self.n)
+                rec["refs"]["val"][a] = scored(ctx.bank, a, "val", self.val_n)
+                rec["refs"]["test"][a] = scored(ctx.bank, a, "test", self.n)
             return self._record(self.k("setup"), rec, started)
         m, setting, seed = job["method"], job["setting"], job["seed"]
         given, reads = self.teachers(data)
@@ -206,13 +206,13 @@ class Sliced:
                 ctx.bank.load(made["name"], self.inputs.get(made["input"], made["digest"],
                                                             self.readers(data, made["input"])))
                 rec = {**base, "name": made["name"], "reads": {**reads, made["input"]: made["digest"]},
-                       "test": evaluate(ctx.bank, made["name"], "test", self.n)}
+                       "test": scored(ctx.bank, made["name"], "test", self.n)}
                 return self._record(self.test_key(m, setting, seed), rec, started)
             r = self.s.methods[m].train(ctx, setting, seed)
             split = job["split"]
             ran = study.final_accs(r.run, self.s.domains) if split == "val" and self.s.val_from_run else None
             accs = ({d: {str(L): a for L, a in by.items()} for d, by in ran.items()} if ran else
-                    evaluate(ctx.bank, r.name, split, self.val_n if split == "val" else self.n))
+                    scored(ctx.bank, r.name, split, self.val_n if split == "val" else self.n))
             inp = f"{self.key}/{m}/{r.name}"
             rec = {**base, "name": r.name, "reads": reads, "seconds": r.seconds,
                    "ledger": getattr(r.run, "ledger", None), "val": None, "test": None, split: accs,
@@ -311,7 +311,7 @@ class Sliced:
                 rec = data["jobs"][self.run_key(m, setting, seed)]
                 test = rec["test"] if rec.get("test") is not None else data["jobs"][self.test_key(m, setting, seed)]["test"]
                 folder = self.inputs.get(rec["input"], rec["digest"], self.readers(data, rec["input"]))
-                metrics = read_metrics(folder)
+                metrics = kept_metrics(folder)
                 run = Recorded(metrics, rec["seconds"], rec["ledger"]) if rec.get("ledger") is not None else None
                 from mopd_mini import cost
 

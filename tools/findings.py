@@ -30,6 +30,8 @@ Ids:
   matched/T<T>/norm/<a>-<b>          a - b in the normalised score at T (outside the family: uncorrected)
   matched/T<T>/lift/<a>-<b>          a - b in the mean lift, a pair outside the family (uncorrected)
   matched/decision/<H>               a decision of the matched page's decisions table
+  matched/T<T>/cure/<cure>           the course-setting check at T (docs/regimes.md): cure minus exact KL,
+                                     Holm over the cures; refused unless every asked seed is recorded
   matched/H4/<m>                     H4's row (descriptive) for method m at the T's run with 5 seeds
   regimes/<arm>/<H>[@5]              a registered decision of docs/regimes.md (@5: its 5-seed check)
   regimes/<arm>/cmp/<a>-<b>/<domain>[@5]   a paired comparison of one arm's accuracy (all lengths)
@@ -251,6 +253,20 @@ def matched_decision(rep: dict, h: str) -> str:
     return f"{h}: {matched.decisions(rep)[h]} (docs/matched.md, decisions table)."
 
 
+def matched_cure(rep: dict, T: int, key: str) -> str:
+    """One row of the course-setting check at T (studies.matched.cures_decisions: the cure minus exact
+    KL on the mean normalised test score, paired by seed, Holm over the cures, H2b.1's rule)."""
+    from studies import matched, study
+    block = rep["by_T"][str(T)]["cures"]
+    if study.unfinished(block["command"], block["seeds_done"]):
+        raise ValueError(f"the check at T = {T} is not recorded on every seed it asked for: it has no decision to cite")
+    f = matched.cures_decisions(block)[key]
+    return (f"the course-setting check at T = {T}, {matched.CURE_LABEL[key]} minus MOPD exact KL, mean normalised "
+            f"test score: {stats.interval_text(f)} over {f['n']} seeds, p (Holm) "
+            f"{f['p_holm']:.3f} over the {f['m']} cures: {f['decision']} (docs/regimes.md, the course-setting check's "
+            "table).")
+
+
 def regimes_cure(data: dict, arm: str, h: str) -> str:
     """A cures arm's registered decision (studies.regimes.decisions_cures, Holm over its family) on
     the seeds that pass its gate; the arm must be recorded in full (a partial arm has no decision)."""
@@ -424,6 +440,8 @@ def render(fid: str, data_dir: Path | None = None) -> str:
         T = int(parts[1].lstrip("T"))
         if parts[2] == "H3":
             return matched_h3(rep, T, parts[3])
+        if parts[2] == "cure":
+            return matched_cure(rep, T, parts[3])
         if parts[2] in ("norm", "lift"):
             a, b = parts[3].split("-")
             return matched_norm(rep, T, a, b, "all" if parts[2] == "norm" else "lift")
