@@ -693,6 +693,27 @@ def _teachers_note(by_T: dict, block: dict, T) -> list[str]:
             "sweep's recorded exact-KL rows are shown beside it, descriptive.", ""]
 
 
+CURES_ESTIMATE = (1.1, 2.6)
+"""the check's CPU-hours on a quiet machine as registered (docs/regimes.md, amendment of 2026-12-04)"""
+
+
+def spent_line(block: dict) -> list[str]:
+    """What the check spent against its registered estimate: in slices, the recorded jobs' CPU-hours
+    (each job one core); run whole, its wall time and the most CPU-hours its `--workers` allow."""
+    words, secs = block["command"].split(), block.get("elapsed_s")
+    if secs is None:
+        return []
+    lo, hi = CURES_ESTIMATE
+    if "(in slices:" in block["command"]:
+        spent = f"{secs / 3600:.2f} CPU-h in its recorded jobs (each job's wall time on one core)"
+    else:
+        w = int(words[words.index("--workers") + 1]) if "--workers" in words else 1
+        spent = (f"{secs / 60:.0f} min wall with {w} worker(s), so at most {w * secs / 3600:.2f} CPU-h (the teachers and "
+                 "the main process's evaluations ran while a worker's core could idle)")
+    return [f"*Spent:* {spent}, against the registered estimate of {lo} to {hi} CPU-hours on a quiet machine "
+            "(the amendment of 2026-12-04).", ""]
+
+
 def cures_markdown(by_T: dict, T) -> list[str]:
     """The check's section (a function of matched.json's `by_T.<T>`: its `cures` block and, for the
     descriptive columns, the sweep's recorded rows at that T)."""
@@ -705,7 +726,7 @@ def cures_markdown(by_T: dict, T) -> list[str]:
            f"`by_T.{T}.cures`, beside the matched sweep's own rows at T = {T} (docs/matched.md's protocol: teachers {T} "
            f"GRPO steps, MOPD {plan['student_steps']} steps x {plan['per_domain']} prompts a domain, test "
            f"{plan['test_n']} a length).", "",
-           *study.unfinished(block["command"], seeds), *_teachers_note(by_T, block, T),
+           *study.unfinished(block["command"], seeds), *spent_line(block), *_teachers_note(by_T, block, T),
            "Test split, mean ± sample std over seeds (ddof = 1). Normalised: (method - base) / (teacher - base) per "
            "domain, the decision's score; lift: accuracy over the domain's lengths minus the base's. Stuck share: the "
            "detector's (docs/stuck.md) at the last step, mean over the domains. Stage FLOPs: the method's own (for lmbda "
