@@ -210,28 +210,33 @@ def gradient_bars(grads: dict, student_logits, teacher_logits, title: str = ""):
 
 def stuck_gradient(curves: dict, p_wrong: float | None = None, title: str = ""):
     """Notebook 08: the norm of each loss's gradient w.r.t. the student's logits (log scale) against
-    the student's confidence p_S(wrong) in a token the teacher rejects, with the reverse KL's value
-    on a second axis. `curves`: lab.stuck_curves' dict ({"p": [...], "KL": [...], loss: [...]});
+    the student's confidence p_S(wrong) in a token the teacher rejects, drawn as 1 - p_S(wrong) on a
+    log axis that grows confident to the right (so the reverse KL's fall, about (1 - p_S) times the
+    KL, is a straight line), with the reverse KL's value on a second axis. `curves`: lab.stuck_curves' dict ({"p": [...], "KL": [...], loss: [...]});
     `p_wrong` marks one confidence (the slider's) with a dot on every curve."""
     p = np.asarray(curves["p"])
+    x = 1.0 - p
     names = [k for k in curves if k not in ("p", "KL")]
     fig, ax = plt.subplots(figsize=(8, 4))
     for i, name in enumerate(names):
         y = np.asarray(curves[name])
-        line, = ax.plot(p, y, lw=2, label=name, color=f"C{i}")
+        line, = ax.plot(x, y, lw=2, label=name, color=f"C{i}")
         if p_wrong is not None:
             at = float(np.interp(p_wrong, p, y))
-            ax.plot([p_wrong], [at], "o", color=line.get_color())
-            ax.annotate(f"{at:.3g}", (p_wrong, at), textcoords="offset points", xytext=(6, 4), fontsize=8,
+            ax.plot([1.0 - p_wrong], [at], "o", color=line.get_color())
+            ax.annotate(f"{at:.3g}", (1.0 - p_wrong, at), textcoords="offset points", xytext=(6, 4), fontsize=8,
                         color=line.get_color())
+    ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set(xlabel="p_S(wrong): the student's probability on the token the teacher rejects",
+    ax.invert_xaxis()                      # the student grows confident to the right
+    ax.set(xlabel="1 - p_S(wrong), log scale: the student's probability off the token the teacher rejects "
+                  "(confident to the right)",
            ylabel="|| d loss / d student logits ||", title=title or "the gradient as the student grows confident")
     kl = ax.twinx()
-    kl.plot(p, curves["KL"], "k:", lw=1, label="reverse KL (value, nats)")
+    kl.plot(x, curves["KL"], "k:", lw=1, label="reverse KL (value, nats)")
     kl.set_ylabel("reverse KL (nats), dotted")
     if p_wrong is not None:
-        ax.axvline(p_wrong, color="grey", lw=0.5)
+        ax.axvline(1.0 - p_wrong, color="grey", lw=0.5)
     ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
     return fig

@@ -331,14 +331,16 @@ STUCK_P = tuple(round(1 - 0.5 * 500 ** (-i / 59), 6) for i in range(60))
 def stuck_slider(beta: float = 0.5):
     """A slider for p_S(wrong) from 0.5 to 0.999 on the stuck categorical (lab.stuck_logits): the
     gradient norm of the reverse KL, the forward KL and the JSD at `beta`, a dot at the slider's
-    value on curves computed once (lab.stuck_curves). Returns the interact; `show(p)` draws one."""
+    value on curves computed once (lab.stuck_curves). It opens at 0.99, past the point (near 0.92 on
+    this categorical) where the reverse KL's gradient falls below the forward KL's: the lesson's point
+    shows at once. Returns the interact; `show(p)` draws one."""
     curves = lab.stuck_curves(STUCK_P, beta=beta)
 
-    def show(p_wrong=0.9):
+    def show(p_wrong=0.99):
         plots.stuck_gradient(curves, p_wrong, title=f"the stuck categorical at p_S(wrong) = {p_wrong:.3f}")
         plt.show()
 
-    return interact(show, p_wrong=FloatSlider(value=0.9, min=0.5, max=0.999, step=0.001, readout_format=".3f",
+    return interact(show, p_wrong=FloatSlider(value=0.99, min=0.5, max=0.999, step=0.001, readout_format=".3f",
                                               description="p_S(wrong)", continuous_update=False))
 
 
