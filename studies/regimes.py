@@ -969,29 +969,16 @@ def run_sliced(args, arm: Arm) -> None:
     continue. Running it again continues where it stopped, on any machine holding the JSON and inputs."""
     store = Store(args.out / "regimes.json")
     deadline = slices.Deadline(args.hours)
-    started, total = time.time(), slices.Outcome()
+    started = time.time()
     with store.edit() as data:       # every input a record names, checked first (slices.Inputs.check)
         for k in inputs_of(args.out).check(arm_records(data, arm)):
             sec, key = k.split("|", 1)
             print(f"input of {key} is missing and no recorded job read it: its job runs again", flush=True)
             del data[sec][key]
     again = slices.continuing("studies.regimes", args.argv if args.argv is not None else sys.argv[1:])
-    while True:
-        data = store.read()
-        phase, jobs, chosen = phase_of(args, arm, data)
-        if not jobs:
-            break
-        print(f"arm {arm.number}, {phase}: {len(jobs)} jobs", flush=True)
-        outcome = slices.run_boxed(jobs, lambda j: job_argv(args, arm, j), workers=args.workers, deadline=deadline,
-                                   estimate=lambda j: job_seconds(arm, data, j))
-        for part in ("finished", "failed", "stopped", "not_started"):
-            getattr(total, part).extend(getattr(outcome, part))
-        if outcome.failed:
-            raise SystemExit(f"{len(outcome.failed)} job(s) failed (their output is above); nothing of them was "
-                             f"recorded. Fix the cause and continue with: {again}")
-        if outcome.stopped or outcome.not_started or not outcome.finished:
-            break
-        finish_choice(args, arm, store)
+    total = slices.run_phases(store.read, lambda data: phase_of(args, arm, data), lambda j: job_argv(args, arm, j),
+                              workers=args.workers, deadline=deadline, estimate=lambda data, j: job_seconds(arm, data, j),
+                              again=again, label=f"arm {arm.number}", between=lambda: finish_choice(args, arm, store))
     finish_choice(args, arm, store)
     data = store.read()
     phase, jobs, _ = phase_of(args, arm, data)

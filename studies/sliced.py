@@ -258,23 +258,10 @@ class Sliced:
     def run(self, *, workers: int, deadline: slices.Deadline, again: str) -> bool:
         """Phase after phase, each phase's jobs in `workers` processes, inside the deadline. Returns
         whether every job is recorded. Ends with what is done, what is left and how to continue."""
-        started, total = time.time(), slices.Outcome()
+        started = time.time()
         self.check_inputs()
-        while True:
-            data = self.store.read()
-            phase, jobs, _ = self.plan(data)
-            if not jobs:
-                break
-            print(f"{self.key}, {phase}: {len(jobs)} jobs", flush=True)
-            outcome = slices.run_boxed(jobs, self.job_argv, workers=workers, deadline=deadline,
-                                       estimate=lambda j: self.estimate(data, j))
-            for part in ("finished", "failed", "stopped", "not_started"):
-                getattr(total, part).extend(getattr(outcome, part))
-            if outcome.failed:
-                raise SystemExit(f"{len(outcome.failed)} job(s) failed (their output is above); nothing of them was "
-                                 f"recorded. Fix the cause and continue with: {again}")
-            if outcome.stopped or outcome.not_started or not outcome.finished:
-                break
+        total = slices.run_phases(self.store.read, self.plan, self.job_argv, workers=workers, deadline=deadline,
+                                  estimate=self.estimate, again=again, label=self.key)
         data = self.store.read()
         phase, jobs, _ = self.plan(data)
         left = sum(self.estimate(data, j) for j in jobs)
@@ -295,6 +282,8 @@ class Sliced:
     def state(self, data: dict) -> tuple[object, study.State]:
         """(ctx, State) of `study.run` rebuilt from complete records: the set-up from the kept teachers,
         the choice replayed, each seed's runs as `Recorded` (metrics from their inputs)."""
+        from mopd_mini import cost
+
         setup = data["jobs"][self.k("setup")]
         given, _ = self.teachers(data)
         ctx = self.s.given(False, given)
@@ -313,8 +302,6 @@ class Sliced:
                 folder = self.inputs.get(rec["input"], rec["digest"], self.readers(data, rec["input"]))
                 metrics = kept_metrics(folder)
                 run = Recorded(metrics, rec["seconds"], rec["ledger"]) if rec.get("ledger") is not None else None
-                from mopd_mini import cost
-
                 done[m] = study.Result(rec["name"], run, cost.totals(metrics) if run is not None else {}, rec["seconds"])
                 state.test[rec["name"]] = accs_of(test)
                 if rec.get("val") is not None:
@@ -336,8 +323,3 @@ class Sliced:
             return None
         ctx, state = self.state(data)
         return summarise(ctx, state)
-
-
-def cpu_hours(data: dict, key: str) -> float:
-    """CPU-hours the recorded jobs of `key` spent (each job runs on one core)."""
-    return sum(r.get("wall_seconds") or 0.0 for k, r in data.get("jobs", {}).items() if k.startswith(key + "|")) / 3600

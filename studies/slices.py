@@ -146,6 +146,34 @@ def run_boxed(jobs: list, argv_of: Callable[[object], list[str]], *, workers: in
     return out
 
 
+def run_phases(read: Callable[[], dict], plan: Callable[[dict], tuple], argv_of: Callable[[object], list[str]], *,
+               workers: int, deadline: Deadline, estimate: Callable[[dict, object], float], again: str, label: str,
+               between: Callable[[], None] | None = None) -> Outcome:
+    """A slice's jobs, phase after phase: `plan(read())` gives (phase, its jobs now, ...); each phase's
+    jobs run in `run_boxed` (`estimate(data, job)` seconds each) until none is left, one is stopped or
+    not started at the deadline, or one fails (SystemExit naming `again`, the command that continues).
+    `between()` runs after every phase that finished (e.g. a study writing its choice). Returns the
+    Outcome of every phase together."""
+    total = Outcome()
+    while True:
+        data = read()
+        phase, jobs = plan(data)[:2]
+        if not jobs:
+            break
+        print(f"{label}, {phase}: {len(jobs)} jobs", flush=True)
+        outcome = run_boxed(jobs, argv_of, workers=workers, deadline=deadline, estimate=lambda j: estimate(data, j))
+        for part in ("finished", "failed", "stopped", "not_started"):
+            getattr(total, part).extend(getattr(outcome, part))
+        if outcome.failed:
+            raise SystemExit(f"{len(outcome.failed)} job(s) failed (their output is above); nothing of them was "
+                             f"recorded. Fix the cause and continue with: {again}")
+        if outcome.stopped or outcome.not_started or not outcome.finished:
+            break
+        if between is not None:
+            between()
+    return total
+
+
 def slice_report(outcome: Outcome, left: list, seconds_left: float, command: str, log=print) -> None:
     """The slice's closing lines: what it did, what is left (jobs, estimated CPU-hours), how to continue."""
     log(f"slice: {len(outcome.finished)} jobs finished, {len(outcome.failed)} failed, {len(outcome.stopped)} stopped "
