@@ -4,6 +4,8 @@ budget, tuned the same way on VALIDATION, tested once; with what each costs.
     python -m studies.baselines --seeds 0 1 2 --workers 2           # docs/baselines.md, .json, figures
     python -m studies.baselines --quick --no-write                  # the smoke test's seconds-long run
     python -m studies.baselines --render docs/baselines.json        # the page and figures again, from the JSON
+    python -m studies.baselines --seeds 0 1 2 --workers 2 --hours 1.5   # the same, in a time-boxed slice
+    python -m studies.baselines --status                            # what the slices recorded (no torch)
 
 The protocol (what docs/baselines.md states beside its numbers):
   * teachers: one per domain, trained once (seed 0) and shared by every method and seed, with the
@@ -26,9 +28,23 @@ run killed and started again) reloads whatever finished. `--workers N` trains th
 other seeds, in N processes of one torch thread each (the same runs, only sooner); the main
 process then reloads them and writes the report. The report is rewritten
 after every seed, so a run stopped early leaves the seeds it finished.
+
+`--hours H` runs the same protocol in time-boxed slices (studies.sliced): every run one job in its
+own process, `--workers` at a time, recorded in docs/baselines_jobs.json when it has finished; the
+teachers, the val choice's adapters and every run's metrics kept in docs/baselines_inputs/; at the
+deadline (less 10 minutes) the running jobs are stopped and nothing of them is kept. The same command
+continues on any machine; the page is written (as the whole command writes it) once every job is
+recorded, and not before.
 """
 
 from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__" and "--status" in sys.argv[1:]:   # from the JSON alone, before torch loads
+    from studies.slices import jobs_status_main
+
+    raise SystemExit(jobs_status_main("baselines", sys.argv[1:]))
 
 import argparse
 import json
@@ -50,7 +66,7 @@ from mopd_mini.adapters import atomic_write  # noqa: E402
 from mopd_mini.merge import merge  # noqa: E402
 from mopd_mini.offline import OfflineConfig, collect, train_offline  # noqa: E402
 
-from . import study  # noqa: E402
+from . import sliced, slices, study  # noqa: E402
 from tools.provenance import command, machine, machine_line  # noqa: E402
 from .study import Method, Pick, Result, Study, cell, curve, fmt_int, paired_rows, scores, tag  # noqa: E402
 
@@ -224,6 +240,7 @@ def declare(proto: Protocol, quick: bool) -> Study:
                  methods={**{m: trained(m) for m in TRAINED}, **{f"merge_{h}": merged(h) for h in MERGES}},
                  picks={"merge_best": Pick({f"merge_{h}": h for h in MERGES})},
                  setup=lambda progress: Bench(proto, experiment, progress=progress),
+                 given=lambda progress, given: Bench(proto, experiment, progress=progress, given=given),
                  parts={"all": None, "train_L": TRAIN_L, "held_out": HELD_OUT})
 
 
@@ -603,6 +620,50 @@ def write(rep: dict, docs: Path = DOCS) -> None:
     atomic_write(docs / "baselines.json", json.dumps(rep, indent=1, default=str).encode())
 
 
+# ---------------------------------------------------------------------------------------------
+# in time-boxed slices (--hours): every run one recorded job (studies.sliced), kept beside the JSON
+# ---------------------------------------------------------------------------------------------
+
+JOBS = "baselines_jobs.json"
+"""the sliced runs' records (docs/), under the key `baselines` (`baselines-quick` for the smoke test)"""
+INPUTS = "baselines_inputs"
+"""the folder beside it holding what a later job reads (the teachers, the val choice's adapters) and
+every run's metrics (tracked by git)"""
+
+SETUP_S = 1200.0
+"""the set-up job's estimate before one is recorded: the two teachers (about 7 min each on an Intel Xeon
+core at the headroom study's budget) and the references' evaluations"""
+
+
+def sliced_study(args, proto: Protocol) -> sliced.Sliced:
+    """The study as studies.sliced's jobs: each a process of this module with the same options and `--job`."""
+    out = Path(args.out)
+    store = slices.Store(out / JOBS, lambda: runs.RUNS_DIR / "baselines_jobs.lock", ("jobs", "plans", "slices"))
+    base = [slices.python(), "-m", "studies.baselines", "--out", str(out), "--quiet", "--n", str(args.n),
+            "--seeds", *map(str, args.seeds), *(["--quick"] if args.quick else [])]
+    return sliced.Sliced(declare(proto, args.quick), key=EXPERIMENT + ("-quick" if args.quick else ""), store=store,
+                         inputs=slices.Inputs(out / INPUTS, slices.files_digest), seeds=args.seeds, n=args.n,
+                         val_n=proto.val_n, job_argv=lambda job: base + ["--job", json.dumps(job)],
+                         setup_s=60.0 if args.quick else SETUP_S)
+
+
+def run_sliced(args, proto: Protocol, argv) -> dict | None:
+    """The study in slices inside `--hours`; once every job is recorded, its report written as the
+    whole command writes it (nothing is written to the page before)."""
+    job = sliced_study(args, proto)
+    (Path(args.out) / INPUTS).mkdir(parents=True, exist_ok=True)
+    runs.RUNS_DIR.mkdir(parents=True, exist_ok=True)
+    again = slices.continuing("studies.baselines", list(argv) if argv is not None else sys.argv[1:])
+    if not job.run(workers=args.workers, deadline=slices.Deadline(args.hours), again=again):
+        return None
+    rep = job.report(baselines_report(job.s, proto, args))
+    machines = sorted({r["machine"] for r in job.records(job.store.read()).values()})
+    rep["command"] += f" (in slices: {JOBS}, machines: {' | '.join(machines)})"
+    write(rep, Path(args.out))
+    print("every job recorded; the page is written")
+    return rep
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -617,11 +678,22 @@ def main(argv=None):
                    "(no training, no evaluation: the numbers and the command are the JSON's)")
     p.add_argument("--workers", type=int, default=1, help="train in this many processes of one torch thread "
                    "(2 on a 2-core CPU); the numbers are the same")
+    p.add_argument("--hours", type=float, help="run in a time-boxed slice of this many hours (less 10 minutes to "
+                   f"write): every run a recorded job, kept in docs/{JOBS} and docs/{INPUTS}/; the same command "
+                   "continues, on any machine")
+    p.add_argument("--status", action="store_true", help="what the slices recorded and what is left (no torch)")
+    p.add_argument("--job", help=argparse.SUPPRESS)                  # one job of a slice, in its own process
     study.add_worker_args(p)                                         # internal: one worker of --workers
     args = p.parse_args(argv)
     args.argv = list(argv) if argv is not None else None
     if args.workers < 1:
         raise SystemExit(f"--workers must be >= 1, got {args.workers}")
+    if args.status:
+        return slices.jobs_status_main("baselines", ["--out", args.out])
+    if args.job is not None:
+        if args.quick and args.n == 500:
+            args.n = 6
+        return sliced_study(args, QUICK if args.quick else FULL).job(json.loads(args.job))
     if args.worker is not None:
         if args.quick and args.n == 500:
             args.n = 6
@@ -642,6 +714,10 @@ def main(argv=None):
     if args.quick and args.n == 500:
         args.n = 6
     proto = QUICK if args.quick else FULL
+    if args.hours is not None:
+        if args.no_write:
+            raise SystemExit("--hours keeps every job's record in docs/: it cannot run with --no-write")
+        return run_sliced(args, proto, argv)
     writer = None if args.no_write else (lambda rep: write(rep, Path(args.out)))
     declared = declare(proto, args.quick)
     rep = study.run(declared, seeds=args.seeds, n=args.n, val_n=proto.val_n, workers=args.workers, quiet=args.quiet,
