@@ -335,6 +335,11 @@ folders, and run.json (the student's chain metrics, warnings, trace, and the pro
 STUCK_KEYS = ("stuck_share", "stuck_tokens", "tokens", "kl", "kl_stuck", "kl_rest", "kl_grad_stuck",
               "kl_grad_rest", "grad_stuck", "grad_rest", "off_support")
 """the per-domain metrics the copy keeps (what 08 reads), as `<key>/<domain>`"""
+STUCK_KL_SHARE = 0.5
+"""08's test of a stuck run: over the last window, the stuck tokens carry more than this share of the
+step's reverse KL (`stuck_evidence`'s kl_share). 08's settings, the last 50 of 150 steps (python -m
+bench.stuck_copy): seed 1 (stuck) 0.71, seed 0 (learns) 0.15. The gradient per nat of KL does not tell
+them apart: the stuck tokens get 75x (seed 1) and 15x (seed 0) less of it than the rest"""
 FALLBACK_ENV = "MOPD_STUCK_FALLBACK"
 """set to 1 to make 08 continue on the recorded copy whatever the live run did (tests, a lecture)"""
 # what 08's config may differ in from the copy's without being another run

@@ -94,3 +94,29 @@ def test_the_copy_refuses_other_settings():
     cfg_teacher, cfg_stuck = notebook_configs()
     with pytest.raises(ValueError, match="seed"):
         lab.recorded_stuck(None, cfg_teacher, replace(cfg_stuck, seed=0))
+
+
+# --- what tells the stuck run from one that learns (08's cell 14) ---------------------------------
+
+def seed_rows():
+    """The last 50 rows of 08's stuck run (seed 1, the shipped copy) and of the seed that learns (seed 0,
+    the same settings; tests/data/stuck_seed0_rows.json, python -m bench.stuck_copy --seed 0)."""
+    stuck = json.loads((lab.STUCK_COPY / "run.json").read_text())["metrics"][-50:]
+    learns = json.loads((Path(__file__).parent / "data" / "stuck_seed0_rows.json").read_text())["rows"]
+    return stuck, learns
+
+
+def test_the_stuck_runs_assert_fails_on_the_seed_that_learns():
+    stuck, learns = seed_rows()
+    ev_stuck, ev_learns = lab.stuck_evidence(stuck), lab.stuck_evidence(learns)
+    assert ev_stuck["kl_share"] > lab.STUCK_KL_SHARE                      # 08's assert holds on the stuck run
+    with pytest.raises(AssertionError):                                    # ... and fails where the point is false
+        assert ev_learns["kl_share"] > lab.STUCK_KL_SHARE
+    assert ev_learns["stuck_steps"] < ev_learns["steps"] == ev_stuck["stuck_steps"] == 50
+
+
+def test_the_gradient_per_nat_does_not_tell_them_apart():
+    """The assert 08 had ("the stuck tokens get 10x less gradient per nat") passes on both seeds."""
+    for rows in seed_rows():
+        ev = lab.stuck_evidence(rows)
+        assert ev["per_nat_stuck"] < ev["per_nat_rest"] / 10
