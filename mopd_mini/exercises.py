@@ -21,7 +21,13 @@ inputs, case by case, and compares values (and, where the lesson is about a grad
                                   form, on confident-wrong categoricals among others.
                                   fn(student_logits (V,), teacher_logits (V,)) -> (V,) gradient,
                                   g_v = p_S(v) (log p_S(v) - log p_T(v) - KL), checked against
-                                  autograd through `losses.reverse_kl`.
+                                  autograd through the KL's definition in plain torch ops (not the
+                                  library's loss, whose backward is written by hand).
+    check_jsd_grad(fn)            the generalised JSD's gradient w.r.t. the student's logits, in
+                                  closed form, notebook 08. fn(student_logits (V,), teacher_logits
+                                  (V,), beta) -> (V,) gradient, g_v = (1 - beta) p_S(v) (log(p_S(v) /
+                                  M(v)) - KL(p_S || M)), M = beta p_T + (1 - beta) p_S, checked
+                                  against autograd through JSD's definition in plain torch ops.
 
 Every checker runs all of its cases, then either returns a `Report` (its repr: one PASS line per
 case) or, if any case fails, raises an AssertionError whose message is that same report: a
@@ -319,16 +325,36 @@ def check_topk_correction(fn: Callable) -> Report:
 # --- the reverse KL's gradient w.r.t. the logits (the stuck lesson) ------------------------------
 
 
+def _plain_reverse_kl(z_S: Tensor, z_T: Tensor) -> Tensor:
+    """KL(p_S || p_T) at one position from its definition, in plain torch ops (autograd differentiates
+    it; `losses.reverse_kl` has a hand-written backward, which is what a checker must not trust)."""
+    log_p_S, log_p_T = z_S.log_softmax(-1), z_T.log_softmax(-1)
+    return (log_p_S.exp() * (log_p_S - log_p_T)).sum()
+
+
+def _plain_jsd(z_S: Tensor, z_T: Tensor, beta: float) -> Tensor:
+    """The generalised JSD at one position from its definition (TRL's convention, beta on the teacher):
+    beta KL(p_T || M) + (1 - beta) KL(p_S || M), M = beta p_T + (1 - beta) p_S; plain torch ops."""
+    log_p_S, log_p_T = z_S.log_softmax(-1), z_T.log_softmax(-1)
+    p_S, p_T = log_p_S.exp(), log_p_T.exp()
+    log_M = (beta * p_T + (1 - beta) * p_S).log()
+    return beta * (p_T * (log_p_T - log_M)).sum() + (1 - beta) * (p_S * (log_p_S - log_M)).sum()
+
+
+def _autograd(loss: Callable, z_S: Tensor, *args) -> Tensor:
+    z = z_S.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(loss(z, *args), z)
+    return grad
+
+
 def check_reverse_kl_grad(fn: Callable) -> Report:
     """fn(student_logits (V,), teacher_logits (V,)) -> dKL(p_S || p_T)/dz_S (V,), compared with
-    autograd through `losses.reverse_kl`; the closed form is
+    autograd through the KL's definition in plain torch ops (`_plain_reverse_kl`); the closed form is
 
         g_v = p_S(v) (log p_S(v) - log p_T(v) - KL)."""
 
     def autograd_grad(z_S: Tensor, z_T: Tensor) -> Tensor:
-        z = z_S.clone().requires_grad_(True)
-        _reverse_kl_lib(z, z_T).backward()
-        return z.grad
+        return _autograd(_plain_reverse_kl, z_S, z_T)
 
     def case(z_S: Tensor, z_T: Tensor, hint: str):
         def check():
@@ -348,4 +374,35 @@ def check_reverse_kl_grad(fn: Callable) -> Report:
         ("very confident-wrong (a gap of 12 logits)", case(
             wrong * 2, right * 2, "the gradient on every token is tiny: a small p_S(v) multiplies each term")),
         ("the student at the teacher: gradient 0", case(z_T.clone(), z_T.clone(), "at p_S = p_T every term is 0")),
+    ])
+
+
+def check_jsd_grad(fn: Callable) -> Report:
+    """fn(student_logits (V,), teacher_logits (V,), beta) -> dJSD_beta/dz_S (V,), compared with autograd
+    through JSD's definition in plain torch ops (`_plain_jsd`; not `losses.jsd_loss`, whose backward is
+    written by hand); the closed form is
+
+        g_v = (1 - beta) p_S(v) (log(p_S(v) / M(v)) - KL(p_S || M)),   M = beta p_T + (1 - beta) p_S."""
+
+    def case(z_S: Tensor, z_T: Tensor, beta: float, hint: str):
+        def check():
+            _compare(fn(z_S.clone(), z_T.clone(), beta), _autograd(_plain_jsd, z_S, z_T, beta), "gradient", hint)
+        return check
+
+    g = torch.Generator().manual_seed(6)
+    z_S, z_T = torch.randn(6, generator=g, dtype=DTYPE) * 2, torch.randn(6, generator=g, dtype=DTYPE) * 2
+    wrong = torch.tensor([6.0, 0, 0, 0, 0], dtype=DTYPE)          # the student: p_S(0) = 0.99
+    teacher = torch.tensor([-17.0, 0, -5, -5, -5], dtype=DTYPE)   # 08's stuck categorical's teacher
+    return _run("check_jsd_grad", [
+        ("random logits, V = 6, beta = 0.5", case(z_S, z_T, 0.5, "M = beta p_T + (1 - beta) p_S: beta weighs the "
+                                                                 "TEACHER (TRL's convention), and the bracket's KL is "
+                                                                 "KL(p_S || M)")),
+        ("random logits, V = 6, beta = 0.9", case(z_S, z_T, 0.9, "the whole gradient carries the factor (1 - beta)")),
+        ("confident-wrong (p_S(wrong) = 0.99, the teacher e^-17 there), beta = 0.1", case(
+            wrong, teacher, 0.1, "log(p_S / M), not log(p_S / p_T): against the mixture, the wrong token's M stays "
+                                 "near (1 - beta) p_S")),
+        ("confident-wrong, beta = 0.5", case(wrong, teacher, 0.5, "keep the - KL(p_S || M) term: the gradient "
+                                                                   "sums to 0 over the vocabulary")),
+        ("the student at the teacher: gradient 0", case(z_T.clone(), z_T.clone(), 0.5, "at p_S = p_T, M = p_S and "
+                                                                                       "every term is 0")),
     ])

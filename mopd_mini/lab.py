@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -322,6 +323,121 @@ def stuck_curves(p_values, beta: float = 0.5, teacher_logits=STUCK_TEACHER) -> d
     for name in rows[0]["norms"]:
         out[name] = [r["norms"][name] for r in rows]
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# notebook 08's stuck run: what tells it from a run that learns, and the recorded copy
+# ---------------------------------------------------------------------------------------------
+
+STUCK_COPY = Path(__file__).parent / "data" / "stuck_seed1"
+"""08's stuck run, recorded (`python -m bench.stuck_copy`): its SFT teacher and stuck student as peft
+folders, and run.json (the student's chain metrics, warnings, trace, and the provenance)"""
+STUCK_KEYS = ("stuck_share", "stuck_tokens", "tokens", "kl", "kl_stuck", "kl_rest", "kl_grad_stuck",
+              "kl_grad_rest", "grad_stuck", "grad_rest", "off_support")
+"""the per-domain metrics the copy keeps (what 08 reads), as `<key>/<domain>`"""
+STUCK_KL_SHARE = 0.5
+"""08's test of a stuck run: over the last window, the stuck tokens carry more than this share of the
+step's reverse KL (`stuck_evidence`'s kl_share). 08's settings, the last 50 of 150 steps (python -m
+bench.stuck_copy): seed 1 (stuck) 0.71, seed 0 (learns) 0.15. The gradient per nat of KL does not tell
+them apart: the stuck tokens get 75x (seed 1) and 15x (seed 0) less of it than the rest"""
+FALLBACK_ENV = "MOPD_STUCK_FALLBACK"
+"""set to 1 to make 08 continue on the recorded copy whatever the live run did (tests, a lecture)"""
+# what 08's config may differ in from the copy's without being another run
+_NOT_THE_RUN = ("experiment", "progress", "eval_n", "eval_split", "checkpoint_every")
+
+
+def stuck_rows(metrics: list[dict], domain: str = "chain") -> list[dict]:
+    """The metrics rows cut to `step` and STUCK_KEYS for `domain` (what 08 and `stuck_evidence` read)."""
+    keys = [f"{k}/{domain}" for k in STUCK_KEYS]
+    return [{"step": r["step"], **{k: r[k] for k in keys if k in r}} for r in metrics]
+
+
+def stuck_evidence(rows: list[dict], window: int = 50, domain: str = "chain") -> dict:
+    """Over the last `window` rows: how much of the reverse KL the stuck tokens carry, against how much
+    of the reverse KL's gradient they get. Per step, with n_s stuck tokens and n_r others,
+
+        kl_share   = n_s kl_stuck / (n_s kl_stuck + n_r kl_rest)          (0 on a step with no stuck token)
+        grad_share = n_s kl_grad_stuck / (n_s kl_grad_stuck + n_r kl_grad_rest)
+
+    Returns their means over the window ("kl_share", "grad_share"), their minimum over the window
+    ("kl_share_min"), "steps" (the window's length), "stuck_steps" (steps with a stuck token) and the
+    gradient per nat of KL on either kind ("per_nat_stuck", "per_nat_rest", means over the steps with
+    a stuck token; None if none). A stuck run: the stuck tokens carry nearly all of the KL on every
+    step of the window; a run that learns has steps with no stuck token, where they carry none."""
+    tail = rows[-window:]
+    kl_share, grad_share, per_nat = [], [], {"stuck": [], "rest": []}
+    for r in tail:
+        n_s = r[f"stuck_tokens/{domain}"]
+        n_r = r[f"tokens/{domain}"] - n_s
+        if not n_s:
+            kl_share.append(0.0)
+            grad_share.append(0.0)
+            continue
+        kl_s, kl_r = n_s * r[f"kl_stuck/{domain}"], n_r * (r[f"kl_rest/{domain}"] or 0.0)
+        g_s, g_r = n_s * r[f"kl_grad_stuck/{domain}"], n_r * (r[f"kl_grad_rest/{domain}"] or 0.0)
+        kl_share.append(kl_s / (kl_s + kl_r))
+        grad_share.append(g_s / (g_s + g_r))
+        per_nat["stuck"].append(r[f"kl_grad_stuck/{domain}"] / r[f"kl_stuck/{domain}"])
+        if n_r and r[f"kl_rest/{domain}"]:
+            per_nat["rest"].append(r[f"kl_grad_rest/{domain}"] / r[f"kl_rest/{domain}"])
+    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
+    return {"steps": len(tail), "stuck_steps": sum(1 for r in tail if r[f"stuck_tokens/{domain}"]),
+            "kl_share": mean(kl_share), "kl_share_min": min(kl_share) if kl_share else None,
+            "grad_share": mean(grad_share),
+            "per_nat_stuck": mean(per_nat["stuck"]), "per_nat_rest": mean(per_nat["rest"])}
+
+
+def fallback_reason(run, depth2_acc: float, window: int = 50, domain: str = "chain",
+                    force: bool | None = None) -> str | None:
+    """Why 08 must continue on the recorded copy, or None when the live run is stuck as the lesson
+    needs: the detector warned on `domain`, the stuck share stayed above the warning's share on every
+    one of the last `window` steps, and depth 2's final-answer accuracy is below 0.2. `force` (default:
+    the environment variable FALLBACK_ENV set to 1) takes the copy whatever the run did."""
+    if force is None:
+        force = os.environ.get(FALLBACK_ENV, "") not in ("", "0")
+    if force:
+        return f"{FALLBACK_ENV} is set: continuing on the recorded copy, whatever the live run did"
+    share = [r[f"stuck_share/{domain}"] for r in run.metrics[-window:]]
+    threshold = run.config.get("stuck_warn_share", 0.02)
+    why = []
+    if not any(w.get("kind") == "stuck" and w.get("domain") == domain for w in run.warnings):
+        why.append("the detector did not warn")
+    if not share or min(share) <= threshold:
+        why.append(f"the stuck share fell to {min(share, default=0):.3f} in the last {window} steps")
+    if depth2_acc >= 0.2:
+        why.append(f"depth 2's accuracy is {depth2_acc:.2f}: the student learned to stop")
+    return "; ".join(why) or None
+
+
+def recorded_stuck(bank, cfg_teacher=None, cfg_stuck=None, folder: Path = STUCK_COPY):
+    """Load 08's recorded stuck run into `bank` under the adapter names the notebook uses (the
+    teacher's and the student's, replacing any live ones), and return it as a `runs.Run` in memory
+    (metrics cut to STUCK_KEYS, warnings, trace; `.provenance` says how it was made). With the
+    notebook's configs given, refuses a copy recorded with other settings (the seed, the steps, the
+    loss...: another run), naming the fields."""
+    from .runs import Run
+
+    record = json.loads((folder / "run.json").read_text())
+    for cfg, name in ((cfg_teacher, "sft_teacher"), (cfg_stuck, "mopd_kl")):
+        saved = json.loads((folder / name / "config.json").read_text())
+        if cfg is not None:
+            now = asdict(cfg)
+            differs = sorted(k for k in set(saved) | set(now) if k not in _NOT_THE_RUN
+                             and json.loads(json.dumps(now.get(k))) != saved.get(k))
+            if differs:
+                raise ValueError(f"the recorded copy's {name} was made with other settings: "
+                                 + ", ".join(f"{k} {saved.get(k)!r} (now {now.get(k)!r})" for k in differs))
+    teacher = json.loads((folder / "mopd_kl" / "config.json").read_text())["teachers"]
+    names = {"sft_teacher": cfg_teacher.name if cfg_teacher is not None else "sft_teacher",
+             "mopd_kl": cfg_stuck.student if cfg_stuck is not None else "mopd_kl"}
+    if cfg_stuck is not None and cfg_stuck.teachers != teacher:
+        raise ValueError(f"the recorded copy's student reads the teachers {teacher}, the notebook's {cfg_stuck.teachers}")
+    for name, as_name in names.items():
+        bank.load(as_name, folder / name)
+    run = Run(None, json.loads((folder / "mopd_kl" / "config.json").read_text()), metrics=record["metrics"],
+              trace=record["trace"], warnings=record["warnings"])
+    run.provenance = record["provenance"]
+    return run
 
 
 def main(argv=None) -> None:

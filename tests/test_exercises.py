@@ -50,12 +50,24 @@ def closed_form_grad(z_S, z_T):
     return p_S * (log_p_S - log_p_T - kl)
 
 
+def closed_form_jsd_grad(z_S, z_T, beta, mixture_beta=None, against_teacher=False, scale=True):
+    """g_v = (1 - beta) p_S(v) (log(p_S(v) / M(v)) - KL(p_S || M)), M = beta p_T + (1 - beta) p_S; the
+    keyword arguments make the plausible mistakes (beta on the student, p_T for M, no (1 - beta))."""
+    log_p_S, p_T = z_S.log_softmax(-1), z_T.softmax(-1)
+    p_S = log_p_S.exp()
+    b = beta if mixture_beta is None else mixture_beta
+    log_M = z_T.log_softmax(-1) if against_teacher else (b * p_T + (1 - b) * p_S).log()
+    kl = (p_S * (log_p_S - log_M)).sum()
+    return ((1 - beta) if scale else 1.0) * p_S * (log_p_S - log_M - kl)
+
+
 def test_the_library_passes_every_checker():
     for checker, fn in [(exercises.check_group_advantages, losses.group_advantages),
                         (exercises.check_pg_loss, library_pg),
                         (exercises.check_reverse_kl, library_kl),
                         (exercises.check_topk_correction, library_topk),
-                        (exercises.check_reverse_kl_grad, closed_form_grad)]:
+                        (exercises.check_reverse_kl_grad, closed_form_grad),
+                        (exercises.check_jsd_grad, closed_form_jsd_grad)]:
         report = checker(fn)
         assert report.passed and len(report.cases) >= 4
         assert repr(report).count("PASS  ") == len(report.cases) and "FAIL" not in repr(report)
@@ -221,6 +233,25 @@ def test_grad_checker_catches_the_missing_kl_term_a_flipped_sign_and_the_forward
     fails(exercises.check_reverse_kl_grad, forward_grad, "random logits, V = 6")
 
 
+def test_jsd_grad_checker_compares_with_autograd_and_catches_the_usual_mistakes():
+    """check_jsd_grad's reference is autograd through JSD's definition in plain ops; it agrees with the
+    library's hand-written backward (losses.jsd_loss), and fails the mixture's beta on the student, the
+    reverse KL's form (M = p_T) and a missing (1 - beta)."""
+    g = torch.Generator().manual_seed(0)
+    z_S, z_T = torch.randn(7, generator=g, dtype=torch.float64), torch.randn(7, generator=g, dtype=torch.float64)
+    for beta in (0.1, 0.5, 0.9):
+        ours = exercises._autograd(exercises._plain_jsd, z_S, z_T, beta)
+        z = z_S.clone().requires_grad_(True)
+        losses.jsd_loss(z.view(1, 1, -1), z_T.view(1, 1, -1), torch.ones(1, 1, dtype=torch.float64), beta=beta)[0].backward()
+        assert torch.allclose(ours, z.grad, atol=1e-12)
+    fails(exercises.check_jsd_grad, lambda a, b, beta: closed_form_jsd_grad(a, b, beta, mixture_beta=1 - beta),
+          "random logits, V = 6, beta = 0.9")
+    fails(exercises.check_jsd_grad, lambda a, b, beta: closed_form_jsd_grad(a, b, beta, against_teacher=True),
+          "confident-wrong")
+    fails(exercises.check_jsd_grad, lambda a, b, beta: closed_form_jsd_grad(a, b, beta, scale=False),
+          "random logits, V = 6, beta = 0.5")
+
+
 # --- the notebooks' reference cells --------------------------------------------------------------
 
 
@@ -233,7 +264,7 @@ def stub_cells(notebook: Path) -> list[tuple[str, str]]:
 
 
 STUBS = {"02_teachers": ["check_group_advantages"], "03_mopd": ["check_pg_loss", "check_reverse_kl"],
-         "04_loss_lab": ["check_topk_correction"]}
+         "04_loss_lab": ["check_topk_correction"], "08_stuck": ["check_jsd_grad"]}
 
 
 @pytest.mark.parametrize("stem", sorted(STUBS))
