@@ -5,6 +5,8 @@
     load_grid() / grid_cell(grid, "pg", clip=0.5)    the precomputed grid of short runs, one cell
     lab_curves(grid, history, "pg", 0.5, 64, True)   what the loss lab draws for a setting
     trace_view(trace, step) / answer_kl(trace)       the step slider's rows and fixed colour scales
+    two_step_gradients() / seq_kl_checks(out)        per token or per sequence: the sequence KL's gradient,
+                                                     the per-token one and the return-to-go term (04 section 2)
     stuck_gradients(p_wrong, beta=0.5)               each loss's gradient norm on a confidently wrong
                                                      5-token categorical (notebook 08's slider)
 
@@ -267,6 +269,121 @@ def answer_kl(trace: list[dict]) -> dict[int, dict[str, tuple[float, float]]]:
             out.setdefault(step, {})[d] = (sum(r["kl"][0] for r in rows) / len(rows),
                                            sum(rest) / len(rest) if rest else 0.0)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# per token or per sequence: a two-step tabular student (notebook 04 section 2)
+# ---------------------------------------------------------------------------------------------
+
+TWO_STEP = {"student": (1.0, 0.0, -1.0),
+            "offsets": ((0.0, 0.0, 0.0), (0.0, 2.0, 0.0), (0.0, 0.0, 2.0)),
+            "teacher_1": (0.0, 1.0, 0.0),
+            "teacher_2": ((2.0, 0.0, -2.0), (0.0, 1.0, 0.0), (-2.0, 0.0, 2.0))}
+"""the two-step case, V = 3, float64: the student's ONE logit vector z (its only parameters), used at
+both positions, shifted at position 2 by a fixed offset row chosen by the first token y_1 (so what
+it writes second depends on what it wrote first); the teacher's logits at position 1, and at
+position 2 one row per first token"""
+
+
+def _two_step_tables(z: torch.Tensor, case: dict) -> tuple[torch.Tensor, ...]:
+    """log p_S(y1) (V,), log p_S(y2 | y1) (V, V), log p_T(y1), log p_T(y2 | y1), all float64."""
+    d = torch.float64
+    log_p1 = z.log_softmax(-1)
+    log_p2 = (z + torch.tensor(case["offsets"], dtype=d)).log_softmax(-1)
+    return (log_p1, log_p2, torch.tensor(case["teacher_1"], dtype=d).log_softmax(-1),
+            torch.tensor(case["teacher_2"], dtype=d).log_softmax(-1))
+
+
+def _grad_z(objective, case: dict) -> torch.Tensor:
+    z = torch.tensor(case["student"], dtype=torch.float64, requires_grad=True)
+    objective(*_two_step_tables(z, case)).backward()
+    return z.grad
+
+
+def two_step_pg_gradient(advantage_fn, case: dict = TWO_STEP) -> torch.Tensor:
+    """The EXACT expected gradient (w.r.t. z) of a PG surrogate on the two-step case: all V^2
+    completions as a (V^2, 2) batch, each weighted by its probability under the student,
+
+        g = sum_y pi_S(y) * grad_z [ - sum_t sg(A_t(y)) log pi_S(y_t | y_<t) ],
+
+    with A = advantage_fn(student_logprobs, teacher_logprobs, mask): (V^2, 2) log-probs of the
+    sampled tokens (student's with grad), a (V^2, 2) mask of ones, returning (V^2, 2) advantages.
+    A sum over the two tokens, not the course's token mean (here a constant factor 1/2)."""
+    V = len(case["student"])
+    y1, y2 = torch.arange(V).repeat_interleave(V), torch.arange(V).repeat(V)      # (V^2,) every completion
+
+    def surrogate(log_p1, log_p2, log_q1, log_q2):
+        s = torch.stack([log_p1[y1], log_p2[y1, y2]], dim=1)                      # (V^2, 2) log pi_S(y_t)
+        t = torch.stack([log_q1[y1], log_q2[y1, y2]], dim=1)                      # (V^2, 2) log pi_T(y_t)
+        A = advantage_fn(s, t, torch.ones_like(s))
+        weight = s.sum(1).exp().detach()                                          # (V^2,) pi_S(y1, y2)
+        return -(weight[:, None] * A.detach() * s).sum()
+    return _grad_z(surrogate, case)
+
+
+def per_token_advantage(student_logprobs, teacher_logprobs, mask):
+    """MOPD-PG's advantage, A_t = log pi_T(y_t) - log pi_S(y_t): each token's own log ratio."""
+    return (teacher_logprobs - student_logprobs) * mask
+
+
+def two_step_gradients(case: dict = TWO_STEP, samples: int = 200_000, seed: int = 0) -> dict:
+    """Per token or per sequence, on the two-step case (float64), w.r.t. the student's logits z:
+
+        "sequence KL"      grad E_{y~pi_S}[KL_1 + KL_2(y_1)], the whole completion's reverse KL
+        "per token"        E_{y~pi_S}[grad KL_1 + grad KL_2(y_1)] with the prefix y_1 held fixed: what
+                           MOPD-PG (in expectation), Top-k and the exact KL follow
+        "return-to-go"     E_{y_1}[grad log pi_S(y_1) KL_2(y_1)]: the second term, the one they drop
+        "PG per token"     the exact expectation of MOPD-PG's gradient (two_step_pg_gradient)
+        "PG return-to-go"  the same with the advantage A_1 + A_2 at position 1 (the KL still to come)
+        "sampled PG per token", "sampled PG return-to-go": means of `samples` single-completion
+                           gradients, with "se ..." their standard errors per logit
+
+    The identity: "sequence KL" = "per token" + "return-to-go" = "PG return-to-go"."""
+    log_p1, log_p2, log_q1, log_q2 = (t.detach() for t in _two_step_tables(
+        torch.tensor(case["student"], dtype=torch.float64), case))
+    kl_2 = (log_p2.exp() * (log_p2 - log_q2)).sum(-1)                             # (V,) KL_2 after each y_1
+
+    def kl(lp1, lp2, lq1, lq2):
+        return (lp1.exp() * (lp1 - lq1)).sum(), (lp2.exp() * (lp2 - lq2)).sum(-1)
+
+    out = {"sequence KL": _grad_z(lambda *t: (lambda k1, k2: k1 + (t[0].exp() * k2).sum())(*kl(*t)), case),
+           "per token": _grad_z(lambda *t: (lambda k1, k2: k1 + (log_p1.exp() * k2).sum())(*kl(*t)), case),
+           "return-to-go": _grad_z(lambda *t: (log_p1.exp() * t[0] * kl_2).sum(), case),
+           "PG per token": two_step_pg_gradient(per_token_advantage, case),
+           "PG return-to-go": two_step_pg_gradient(
+               lambda s, t, m: ((t - s) * m).flip(1).cumsum(1).flip(1), case)}
+    # sampled: y ~ pi_S; grad_z log pi_S(y_1) = e_{y1} - p_1, grad_z log pi_S(y_2 | y_1) = e_{y2} - p_2(y_1)
+    g = torch.Generator().manual_seed(seed)
+    p1, p2, V = log_p1.exp(), log_p2.exp(), len(log_p1)
+    y1 = torch.multinomial(p1, samples, replacement=True, generator=g)
+    y2 = torch.multinomial(p2[y1], 1, generator=g)[:, 0]
+    A1, A2 = (log_q1 - log_p1)[y1], (log_q2 - log_p2)[y1, y2]                     # (N,) each token's own
+    score1 = torch.nn.functional.one_hot(y1, V).double() - p1                     # (N, V)
+    score2 = torch.nn.functional.one_hot(y2, V).double() - p2[y1]                 # (N, V)
+    for name, a1 in (("per token", A1), ("return-to-go", A1 + A2)):
+        per_sample = -(a1[:, None] * score1 + A2[:, None] * score2)               # (N, V)
+        out[f"sampled PG {name}"] = per_sample.mean(0)
+        out[f"se PG {name}"] = per_sample.std(0) / samples ** 0.5
+    out["KL_2 after y_1"], out["p_S(y_1)"] = kl_2, p1
+    return out
+
+
+def seq_kl_checks(out: dict, tol: float = 1e-12, se_mult: float = 5.0) -> None:
+    """The relationships notebook 04 section 2 asserts, on `two_step_gradients`' output: the two
+    terms add up to the sequence KL's gradient; the exact PG expectations equal them (per token and
+    with the return-to-go); the sampled PG means lie within `se_mult` standard errors of their exact
+    values; and the per-token gradient is NOT the sequence KL's (the dropped term is not zero).
+    Raises an AssertionError naming the relation that fails."""
+    close = lambda a, b: bool(torch.allclose(a, b, atol=tol, rtol=0))   # noqa: E731
+    assert close(out["per token"] + out["return-to-go"], out["sequence KL"]), \
+        "sequence-KL gradient = per-token gradient + return-to-go term"
+    assert close(out["PG per token"], out["per token"]), "E[PG gradient] = the per-token gradient, prefix fixed"
+    assert close(out["PG return-to-go"], out["sequence KL"]), "E[PG with return-to-go] = the sequence KL's gradient"
+    for name, exact in (("per token", "per token"), ("return-to-go", "sequence KL")):
+        assert ((out[f"sampled PG {name}"] - out[exact]).abs() <= se_mult * out[f"se PG {name}"]).all(), \
+            f"the sampled PG ({name}) mean lies within {se_mult:g} standard errors of its exact value"
+    assert ((out["sampled PG per token"] - out["sequence KL"]).abs() > se_mult * out["se PG per token"]).any(), \
+        "the per-token gradient is not the sequence KL's: PG's samples tell them apart (the return-to-go term is not 0)"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,63 @@
+"""Issue 48, the core lessons taught right: the relations notebooks 02-04 assert, computed by the
+library, and each changed assert shown to FAIL on a case where the lesson's point is false."""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from mopd_mini import lab
+
+ROOT = Path(__file__).parents[1]
+
+
+# --- per position, not the sequence (04 section 2) -------------------------------------------------
+
+
+def test_the_sequence_kl_gradient_is_the_per_token_one_plus_the_return_to_go():
+    out = lab.two_step_gradients()
+    lab.seq_kl_checks(out)   # every relation the notebook asserts
+    seq, tok, rtg = out["sequence KL"], out["per token"], out["return-to-go"]
+    assert torch.allclose(tok + rtg, seq, atol=1e-14, rtol=0)
+    assert (tok - seq).abs().max() > 0.05, "on this case the dropped term is not small"
+    # each term by hand: the return-to-go term is E_{y1}[(e_{y1} - p_1) KL_2(y1)]
+    p1, kl_2 = out["p_S(y_1)"], out["KL_2 after y_1"]
+    by_hand = sum(p1[y] * (torch.nn.functional.one_hot(torch.tensor(y), 3).double() - p1) * kl_2[y] for y in range(3))
+    assert torch.allclose(rtg, by_hand, atol=1e-14, rtol=0)
+    # the sequence KL's gradient by finite differences of the sequence KL itself
+    def seq_kl(z):
+        case = {**lab.TWO_STEP, "student": tuple(z.tolist())}
+        lp1, lp2, lq1, lq2 = lab._two_step_tables(torch.tensor(case["student"], dtype=torch.float64), case)
+        return ((lp1.exp() * (lp1 - lq1)).sum() + (lp1.exp() * (lp2.exp() * (lp2 - lq2)).sum(-1)).sum()).item()
+    z, h = torch.tensor(lab.TWO_STEP["student"], dtype=torch.float64), 1e-6
+    fd = torch.tensor([(seq_kl(z + h * e) - seq_kl(z - h * e)) / (2 * h) for e in torch.eye(3, dtype=torch.float64)], dtype=torch.float64)
+    assert torch.allclose(fd, seq, atol=1e-8, rtol=0)
+
+
+def test_the_per_token_check_fails_where_the_later_kl_does_not_depend_on_the_first_token():
+    """If KL_2 is the same after every first token (no offsets, one teacher row), the dropped term
+    is E[grad log pi(y1)] * KL_2 = 0: per token IS the sequence KL's gradient, and the notebook's
+    assert that PG's samples tell them apart fails."""
+    flat = {**lab.TWO_STEP, "offsets": ((0.0,) * 3,) * 3, "teacher_2": ((2.0, 0.0, -2.0),) * 3}
+    out = lab.two_step_gradients(flat, samples=20_000)
+    assert out["return-to-go"].abs().max() < 1e-15
+    with pytest.raises(AssertionError, match="the per-token gradient is not the sequence KL's"):
+        lab.seq_kl_checks(out)
+
+
+def test_the_checks_fail_on_a_wrong_identity():
+    out = dict(lab.two_step_gradients(samples=20_000))
+    out["PG return-to-go"] = out["PG per token"]          # a PG that drops the KL still to come
+    with pytest.raises(AssertionError, match="E\\[PG with return-to-go\\]"):
+        lab.seq_kl_checks(out)
+
+
+def test_the_solution_pages_return_to_go_exercise_runs_and_checks():
+    page = (ROOT / "notebooks" / "solutions" / "04_loss_lab.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "def rtg_advantage" in b]
+    assert len(blocks) == 1
+    namespace: dict = {}
+    exec(blocks[0], namespace)                            # its own asserts: equal to the sequence KL's
+    wrong = namespace["lab"].two_step_pg_gradient(namespace["lab"].per_token_advantage)
+    assert not torch.allclose(wrong, lab.two_step_gradients()["sequence KL"], atol=1e-3)
