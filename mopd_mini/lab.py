@@ -1,6 +1,8 @@
 """The plain functions behind the course's widgets (notebooks 03, 04 and 08).
 
     categorical_gradients(z_S, z_T, clip=5.0, k=3)   per-logit gradient of every loss form, exactly
+    topk_off_set(z_T, k, off_logits)                 Top-k's blind spot: 0 for a student equal to the
+                                                     teacher on its top-k set, whatever it does off it
     short_run(bank, loss="topk", k=8, steps=40)      a short MOPD run, in memory, for overlays
     load_grid() / grid_cell(grid, "pg", clip=0.5)    the precomputed grid of short runs, one cell
     lab_curves(grid, history, "pg", 0.5, 64, True)   what the loss lab draws for a setting
@@ -43,7 +45,8 @@ STEPS = 60
 """steps of one short run in the grid (and of the live run in the full mode)"""
 GRID = {"clips": [0.5, 2.0, 5.0, None], "ks": [1, 4, 64], "corrections": [True, False]}
 FORMS = ("pg", "topk", "kl")
-"""the loss forms the lab offers: the three forms of the reverse KL, all on the grid"""
+"""the loss forms the lab offers: PG, Top-k and the exact KL (one minimiser; Top-k's only on the
+teacher's set), all on the grid"""
 """the grid's axes: PG at each clip (None: no clip), Top-k at each k with and without the
 correction, the exact KL once"""
 GRID_PATH = Path(__file__).parent / "data" / "loss_lab_grid.json"
@@ -82,6 +85,33 @@ def categorical_gradients(student_logits, teacher_logits, clip: float | None = 5
     out[f"top-{k}" + ("" if correction else " (no correction)")] = grad(
         lambda z: topk_reverse_kl(z, top_ids, top_logp, ones, correction=correction)[0])
     return out
+
+
+def topk_off_set(teacher_logits, k: int, off_set_logits) -> dict:
+    """Top-k's blind spot at ONE position: a student equal to the teacher on the teacher's top-k set
+    S (p_S(v) = p_T(v) for v in S, so it puts exactly 1 - m_T off the set) that arranges its
+    off-set mass by softmax(`off_set_logits`) over the V - k tokens off S, in id order.
+
+    Returns {"p_S", "p_T": (V,), "teacher top-k mass": m_T, "top-k": the corrected Top-k loss,
+    "top-k gradient": the largest |d loss / d logit|, "exact KL": KL(p_S || p_T)}, float64, through
+    the library's losses: the Top-k loss and its gradient are 0 whatever the off-set logits, the exact
+    KL is not."""
+    z_T = torch.as_tensor(teacher_logits, dtype=torch.float64)
+    V = len(z_T)
+    log_p_T = z_T.log_softmax(-1)
+    ids = z_T.topk(k).indices                                                      # (k,) the set S
+    off = torch.tensor([v for v in range(V) if v not in set(ids.tolist())])       # (V - k,)
+    m_T = log_p_T[ids].exp().sum()
+    log_p_S = torch.empty(V, dtype=torch.float64)
+    log_p_S[ids] = log_p_T[ids]
+    log_p_S[off] = (1 - m_T).log() + torch.as_tensor(off_set_logits, dtype=torch.float64).log_softmax(-1)
+    z = log_p_S.clone().view(1, 1, V).requires_grad_(True)
+    one = torch.ones(1, 1, dtype=torch.float64)
+    loss = topk_reverse_kl(z, ids.view(1, 1, k), log_p_T[ids].view(1, 1, k), one)[0]
+    loss.backward()
+    return {"p_S": log_p_S.exp(), "p_T": log_p_T.exp(), "teacher top-k mass": m_T.item(), "top-k": loss.item(),
+            "top-k gradient": z.grad.abs().max().item(),
+            "exact KL": reverse_kl(z.detach(), z_T.view(1, 1, V), one)[0].item()}
 
 
 def short_run(bank, steps: int = STEPS, model: str = "tiny", lr: float = LR, **overrides):

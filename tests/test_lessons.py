@@ -61,3 +61,31 @@ def test_the_solution_pages_return_to_go_exercise_runs_and_checks():
     exec(blocks[0], namespace)                            # its own asserts: equal to the sequence KL's
     wrong = namespace["lab"].two_step_pg_gradient(namespace["lab"].per_token_advantage)
     assert not torch.allclose(wrong, lab.two_step_gradients()["sequence KL"], atol=1e-3)
+
+
+# --- Top-k is not the same reverse KL (04 section 3) -------------------------------------------
+
+
+Z_T8 = (2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, -1.5)
+
+
+@pytest.mark.parametrize("off", [(0.0,) * 5, (-1.5, -1.0, -0.5, 0.0, 0.5), (-20.0,) * 4 + (0.0,)])
+def test_topk_is_zero_with_zero_gradient_for_any_student_equal_to_the_teacher_on_the_set(off):
+    r = lab.topk_off_set(Z_T8, 3, off)
+    assert r["top-k"] < 1e-12 and r["top-k gradient"] < 1e-12
+    assert r["exact KL"] > 0.04
+    p_S, p_T = r["p_S"], r["p_T"]
+    assert torch.allclose(p_S[:3], p_T[:3], atol=1e-15) and abs(p_S.sum().item() - 1) < 1e-12
+
+
+def test_the_worst_case_bound_and_the_false_case():
+    """All the off-set mass on the least likely token reaches (1 - m_T) log((1 - m_T) / min p_T);
+    with one token off the set there is nothing to arrange: the exact KL is 0 too, and the
+    notebook's assert `exact KL > 0.04` fails (Top-k is then the reverse KL's zero)."""
+    r = lab.topk_off_set(Z_T8, 3, (-30.0,) * 4 + (0.0,))
+    m = r["teacher top-k mass"]
+    bound = (1 - m) * torch.log((1 - m) / r["p_T"][-1]).item()
+    assert r["exact KL"] == pytest.approx(bound, rel=1e-6)
+    full = lab.topk_off_set(Z_T8, 7, (0.0,))
+    with pytest.raises(AssertionError):
+        assert full["top-k"] < 1e-12 and full["top-k gradient"] < 1e-12 and full["exact KL"] > 0.04
