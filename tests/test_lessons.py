@@ -89,3 +89,34 @@ def test_the_worst_case_bound_and_the_false_case():
     full = lab.topk_off_set(Z_T8, 7, (0.0,))
     with pytest.raises(AssertionError):
         assert full["top-k"] < 1e-12 and full["top-k gradient"] < 1e-12 and full["exact KL"] > 0.04
+
+
+# --- 02's reward and schedule, as the config and the code have them -------------------------------
+
+
+def _cell(stem: str, cell_id: str) -> str:
+    import json
+
+    cells = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text())["cells"]
+    (cell,) = [c for c in cells if c.get("id") == cell_id]
+    return "".join(cell["source"])
+
+
+def test_02s_text_quotes_the_configs_schedule_and_budget():
+    from mopd_mini import GRPOConfig
+
+    cfg = GRPOConfig.for_model("tiny", domain="binding")
+    text = _cell("02_teachers", "c06")
+    assert int(re.search(r"evaluates it every (\d+) steps \(`eval_every`\)", text).group(1)) == cfg.eval_every
+    assert int(re.search(r"checkpoints every (\d+) steps \(`checkpoint_every`", text).group(1)) == cfg.checkpoint_every
+    reward = _cell("02_teachers", "c04")
+    assert f"`max_new_tokens` ({cfg.max_new_tokens} on the tiny model" in reward
+    assert "exact-match" not in _cell("02_teachers", "c16")
+
+
+def test_the_reward_is_a_prefix_match_times_ended():
+    """What 02's reward cell asserts, on the library: a right answer followed by more words scores 1,
+    a right start that never ends scores 0."""
+    import factworld
+
+    assert factworld.score("g0. g3", "g0.") == 1 and factworld.score("g3 g0.", "g0.") == 0
