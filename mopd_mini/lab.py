@@ -1,6 +1,7 @@
 """The plain functions behind the course's widgets (notebooks 03, 04 and 08).
 
     categorical_gradients(z_S, z_T, clip=5.0, k=3)   per-logit gradient of every loss form, exactly
+    pg_logit_gradient / check_pg_logit_gradient      MOPD-PG's gradient on every logit, -M A/(B' L_b)(e_y - pi_S)
     topk_off_set(z_T, k, off_logits)                 Top-k's blind spot: 0 for a student equal to the
                                                      teacher on its top-k set, whatever it does off it
     short_run(bank, loss="topk", k=8, steps=40)      a short MOPD run, in memory, for overlays
@@ -112,6 +113,35 @@ def topk_off_set(teacher_logits, k: int, off_set_logits) -> dict:
     return {"p_S": log_p_S.exp(), "p_T": log_p_T.exp(), "teacher top-k mass": m_T.item(), "top-k": loss.item(),
             "top-k gradient": z.grad.abs().max().item(),
             "exact KL": reverse_kl(z.detach(), z_T.view(1, 1, V), one)[0].item()}
+
+
+def pg_logit_gradient(logits, ids, advantage, mask) -> torch.Tensor:
+    """The closed form of MOPD-PG's gradient with respect to EVERY logit (notebook 03, step 5):
+
+        dL / dz_btv = - M_bt A_bt / (B' L_b) * ([v = y_bt] - pi_S(v | x, y_b<t))
+
+    with A the (clipped, held constant) advantage, L_b = sum_t M_bt and B' the completions with at
+    least one token (losses.masked_mean's weights). logits (B, C, V), ids (B, C), advantage (B, C),
+    mask (B, C); returns (B, C, V) in float64."""
+    p = logits.detach().double().softmax(-1)                                       # (B, C, V)
+    M = mask.detach().double()                                                     # (B, C)
+    L = M.sum(1, keepdim=True)                                                     # (B, 1)
+    B_prime = int((L > 0).sum())
+    weight = M * advantage.detach().double() / (B_prime * L.clamp(min=1))          # (B, C)
+    onehot = torch.nn.functional.one_hot(ids, p.shape[-1]).double()                # (B, C, V)
+    return -weight[..., None] * (onehot - p)
+
+
+def check_pg_logit_gradient(grad, logits, ids, advantage, mask, rtol: float = 1e-4) -> float:
+    """Assert that `grad` (autograd's dL/dlogits, (B, C, V)) is `pg_logit_gradient`'s closed form on
+    every logit, to `rtol` of the largest entry; returns the largest absolute difference. It fails
+    for a loss without the stop-gradient, without the 1/B' or 1/L_b weights, or with the sign flipped."""
+    want = pg_logit_gradient(logits, ids, advantage, mask)
+    diff = (grad.detach().double() - want).abs().max().item()
+    scale = want.abs().max().item()
+    assert diff <= rtol * scale, (f"autograd's gradient differs from -M A / (B' L_b) (e_y - pi_S) by {diff:.3g} "
+                                  f"(largest entry {scale:.3g})")
+    return diff
 
 
 def short_run(bank, steps: int = STEPS, model: str = "tiny", lr: float = LR, **overrides):

@@ -120,3 +120,45 @@ def test_the_reward_is_a_prefix_match_times_ended():
     import factworld
 
     assert factworld.score("g0. g3", "g0.") == 1 and factworld.score("g3 g0.", "g0.") == 0
+
+
+# --- 03 step 5: MOPD-PG's gradient on every logit, with the 1/B' ----------------------------------
+
+
+def _pg_case(seed: int = 0):
+    from mopd_mini import losses
+
+    g = torch.Generator().manual_seed(seed)
+    B, C, V = 4, 5, 7
+    logits = torch.randn(B, C, V, generator=g, dtype=torch.float64).requires_grad_(True)
+    ids = torch.randint(V, (B, C), generator=g)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 0, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.float64)
+    teacher = torch.randn(B, C, V, generator=g, dtype=torch.float64).log_softmax(-1).gather(-1, ids[..., None])[..., 0] * 4
+    return losses, logits, ids, mask, teacher
+
+
+@pytest.mark.parametrize("clip", [5.0, 0.5, None])
+def test_the_closed_form_matches_autograd_on_every_logit(clip):
+    losses, logits, ids, mask, teacher = _pg_case()
+    student = logits.log_softmax(-1).gather(-1, ids[..., None])[..., 0]
+    loss, info = losses.pg_loss(student, teacher, mask, clip=clip)
+    loss.backward()
+    assert lab.check_pg_logit_gradient(logits.grad, logits, ids, info["advantage"], mask) < 1e-12
+    assert (logits.grad[2] == 0).all()   # the empty completion: no gradient, and not counted in B' = 3
+
+
+def test_the_gradient_check_fails_without_the_stopgrad_or_the_1_over_B_prime():
+    losses, logits, ids, mask, teacher = _pg_case()
+    student = logits.log_softmax(-1).gather(-1, ids[..., None])[..., 0]
+    advantage = (teacher - student).clamp(-5, 5)
+    # no stop-gradient: the advantage's own -log pi_S adds a gradient
+    (-losses.masked_mean(advantage * student, mask)).backward()
+    with pytest.raises(AssertionError, match="autograd's gradient differs"):
+        lab.check_pg_logit_gradient(logits.grad, logits, ids, advantage, mask)
+    # a sum over the completions (no 1/B'): B' = 3 times too large
+    logits.grad = None
+    student = logits.log_softmax(-1).gather(-1, ids[..., None])[..., 0]
+    per_seq = (mask * advantage.detach() * student).sum(1) / mask.sum(1).clamp(min=1)
+    (-per_seq.sum()).backward()
+    with pytest.raises(AssertionError, match="autograd's gradient differs"):
+        lab.check_pg_logit_gradient(logits.grad, logits, ids, advantage, mask)
