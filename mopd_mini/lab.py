@@ -1,6 +1,7 @@
 """The plain functions behind the course's widgets (notebooks 03, 04 and 08).
 
     categorical_gradients(z_S, z_T, clip=5.0, k=3)   per-logit gradient of every loss form, exactly
+    clip_bias_variance(z_S, z_T, clips)              PG's single-sample variance and bias^2 per clip, exactly
     pg_logit_gradient / check_pg_logit_gradient      MOPD-PG's gradient on every logit, -M A/(B' L_b)(e_y - pi_S)
     topk_off_set(z_T, k, off_logits)                 Top-k's blind spot: 0 for a student equal to the
                                                      teacher on its top-k set, whatever it does off it
@@ -113,6 +114,33 @@ def topk_off_set(teacher_logits, k: int, off_set_logits) -> dict:
     return {"p_S": log_p_S.exp(), "p_T": log_p_T.exp(), "teacher top-k mass": m_T.item(), "top-k": loss.item(),
             "top-k gradient": z.grad.abs().max().item(),
             "exact KL": reverse_kl(z.detach(), z_T.view(1, 1, V), one)[0].item()}
+
+
+def clip_bias_variance(student_logits, teacher_logits, clips=(None, 2.0, 1.0, 0.5, 0.1)) -> list[dict]:
+    """MOPD-PG's single-sample gradient at ONE position, -clip(A(y), -c, c) (e_y - p_S) with y ~ p_S,
+    against the exact reverse KL's gradient, per clip c (None: no clip), exactly over the V tokens:
+
+        variance = E_y || g_c(y) - E[g_c] ||^2      (the trace of one sample's covariance)
+        bias^2   = || E[g_c] - grad KL ||^2          error = variance + bias^2 (one sample's mean squared error)
+
+    Returns one dict per clip: {"clip", "variance", "bias^2", "error", "clipped mass"} (the
+    probability that the sampled token's advantage is clipped), float64."""
+    z_S = torch.as_tensor(student_logits, dtype=torch.float64)
+    z_T = torch.as_tensor(teacher_logits, dtype=torch.float64)
+    log_p = z_S.log_softmax(-1)
+    p, A = log_p.exp(), z_T.log_softmax(-1) - log_p                                # (V,) p_S, A(y)
+    exact = p * (-A - (p * -A).sum())                                              # (V,) p (log p/q - KL)
+    score = torch.eye(len(p), dtype=torch.float64) - p                            # (V, V) row y: e_y - p_S
+    rows = []
+    for c in clips:
+        a = A if c is None else A.clamp(-c, c)
+        g = -a[:, None] * score                                                    # (V, V) row y: g_c(y)
+        mean = (p[:, None] * g).sum(0)                                             # (V,) E[g_c]
+        variance = (p * ((g - mean) ** 2).sum(1)).sum().item()
+        bias2 = ((mean - exact) ** 2).sum().item()
+        rows.append({"clip": c, "variance": variance, "bias^2": bias2, "error": variance + bias2,
+                     "clipped mass": 0.0 if c is None else p[A.abs() > c].sum().item()})
+    return rows
 
 
 def pg_logit_gradient(logits, ids, advantage, mask) -> torch.Tensor:
@@ -291,9 +319,62 @@ def window_means(rows: list[dict], key: str = "kl", frac: float = 0.2) -> tuple[
     return sum(vals[:n]) / n, sum(vals[-n:]) / n
 
 
+def window_se(rows: list[dict], key: str = "kl", frac: float = 0.2) -> float:
+    """The within-run standard error of the last `frac` of the steps' mean of `key`: their standard
+    deviation over sqrt(n). Steps are treated as independent (they are not quite: consecutive steps
+    share the adapter), and it says nothing about another seed: one run's noise, not a seed spread."""
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    n = max(1, int(len(vals) * frac))
+    last = vals[-n:]
+    if n < 2:
+        return float("nan")
+    mean = sum(last) / n
+    return (sum((v - mean) ** 2 for v in last) / (n - 1) / n) ** 0.5
+
+
 def grid_table(grid: dict, key: str = "kl") -> list[tuple[str, float, float]]:
     """(label, first fifth's mean, last fifth's mean) of `key` for every grid cell."""
     return [(c["label"], *window_means(c["metrics"], key)) for c in grid["cells"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# the lessons' checks on a run's metrics (notebooks 02-04), factored so a test can make them fail
+# ---------------------------------------------------------------------------------------------
+
+
+def kl_falls(metrics: list[dict], domains, k: int, factor: float = 0.5) -> dict[str, tuple[float, float]]:
+    """{domain: (mean of kl/<d> over the first k steps, over the last k)}; asserts, PER DOMAIN, that the
+    last is below `factor` times the first (a sum over the domains could fall while one rises)."""
+    out = {}
+    for d in domains:
+        first = sum(r[f"kl/{d}"] for r in metrics[:k]) / len(metrics[:k])
+        final = sum(r[f"kl/{d}"] for r in metrics[-k:]) / len(metrics[-k:])
+        out[d] = (first, final)
+    for d, (first, final) in out.items():
+        assert final < factor * first, f"the KL to the {d} teacher should fall below {factor:g}x its start: {first:.3f} -> {final:.3f}"
+    return out
+
+
+def topk_masses(rows: list[dict], domain: str = "binding", frac: float = 0.2) -> dict[str, float]:
+    """A Top-k run's student and teacher mass on the teacher's top-k set, mean of the first and of the
+    last `frac` of the steps: {"student first", "student last", "teacher first", "teacher last"}."""
+    s = window_means(rows, f"student_topk_mass/{domain}", frac)
+    t = window_means(rows, f"teacher_topk_mass/{domain}", frac)
+    return {"student first": s[0], "student last": s[1], "teacher first": t[0], "teacher last": t[1]}
+
+
+def naive_topk_leaves_the_set(corrected: list[dict], naive: list[dict], domain: str = "binding",
+                              frac: float = 0.2, drop: float = 0.2, near: float = 0.15) -> dict:
+    """Notebook 04's naive Top-k check on two short runs' metrics: the naive student's mass on the
+    teacher's top-k set FALLS (by more than `drop`, first fifth to last), and the corrected student's
+    ends within `near` of the teacher's own. Comparing only the two gaps would pass with both masses
+    rising. Returns both runs' `topk_masses`."""
+    c, n = topk_masses(corrected, domain, frac), topk_masses(naive, domain, frac)
+    assert n["student last"] < n["student first"] - drop, \
+        f"the naive loss should move the student's mass off the set: {n['student first']:.3f} -> {n['student last']:.3f}"
+    assert c["teacher last"] - c["student last"] < near, \
+        f"the corrected student's mass should end near the teacher's: {c['student last']:.3f} vs {c['teacher last']:.3f}"
+    return {"corrected": c, "naive": n}
 
 
 # ---------------------------------------------------------------------------------------------
