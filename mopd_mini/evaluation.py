@@ -136,3 +136,24 @@ def score_error(table: dict, adapter: str, domain: str, lengths=None) -> float:
     by_len = table["acc"][adapter][domain]
     ps = [by_len[L] for L in (lengths or by_len)]
     return (sum(p * (1 - p) / table["n"] for p in ps)) ** 0.5 / len(ps)
+
+
+def normalised_error(table: dict, domain: str, student: str = "student", base: str = "base",
+                     teacher: str | None = None) -> float:
+    """A standard error for the normalised score (s - b) / (t - b), by the delta method from the three
+    scores' binomial errors (`score_error`), treated as independent. They are not (the same test
+    prompts), so read it as a rough size of the sampling noise at this n, not an exact interval."""
+    teacher = teacher or TEACHER_OF.format(domain)
+    s, b, t = (domain_score(table, a, domain) for a in (student, base, teacher))
+    es, eb, et = (score_error(table, a, domain) for a in (student, base, teacher))
+    D = t - b
+    return (es ** 2 + ((s - t) / D) ** 2 * eb ** 2 + ((s - b) / D) ** 2 * et ** 2) ** 0.5 / abs(D)
+
+
+def held_out_lift(table: dict, adapter: str, domain: str, base: str = "base") -> float:
+    """`adapter`'s score minus `base`'s on the domain's HELD-OUT lengths only (evaluated, never
+    trained on: `Domain.held_out`), the lift that "generalises to lengths it never trained on" means."""
+    held = get_domains([domain])[domain].held_out
+    if not held:
+        raise ValueError(f"domain {domain!r} has no held-out evaluation length")
+    return domain_score(table, adapter, domain, held) - domain_score(table, base, domain, held)

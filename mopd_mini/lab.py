@@ -1,10 +1,16 @@
 """The plain functions behind the course's widgets (notebooks 03, 04 and 08).
 
     categorical_gradients(z_S, z_T, clip=5.0, k=3)   per-logit gradient of every loss form, exactly
+    clip_bias_variance(z_S, z_T, clips)              PG's single-sample variance and bias^2 per clip, exactly
+    pg_logit_gradient / check_pg_logit_gradient      MOPD-PG's gradient on every logit, -M A/(B' L_b)(e_y - pi_S)
+    topk_off_set(z_T, k, off_logits)                 Top-k's blind spot: 0 for a student equal to the
+                                                     teacher on its top-k set, whatever it does off it
     short_run(bank, loss="topk", k=8, steps=40)      a short MOPD run, in memory, for overlays
     load_grid() / grid_cell(grid, "pg", clip=0.5)    the precomputed grid of short runs, one cell
     lab_curves(grid, history, "pg", 0.5, 64, True)   what the loss lab draws for a setting
     trace_view(trace, step) / answer_kl(trace)       the step slider's rows and fixed colour scales
+    two_step_gradients() / seq_kl_checks(out)        per token or per sequence: the sequence KL's gradient,
+                                                     the per-token one and the return-to-go term (04 section 2)
     stuck_gradients(p_wrong, beta=0.5)               each loss's gradient norm on a confidently wrong
                                                      5-token categorical (notebook 08's slider)
 
@@ -42,7 +48,8 @@ STEPS = 60
 """steps of one short run in the grid (and of the live run in the full mode)"""
 GRID = {"clips": [0.5, 2.0, 5.0, None], "ks": [1, 4, 64], "corrections": [True, False]}
 FORMS = ("pg", "topk", "kl")
-"""the loss forms the lab offers: the three forms of the reverse KL, all on the grid"""
+"""the loss forms the lab offers: PG, Top-k and the exact KL (one minimiser; Top-k's only on the
+teacher's set), all on the grid"""
 """the grid's axes: PG at each clip (None: no clip), Top-k at each k with and without the
 correction, the exact KL once"""
 GRID_PATH = Path(__file__).parent / "data" / "loss_lab_grid.json"
@@ -81,6 +88,89 @@ def categorical_gradients(student_logits, teacher_logits, clip: float | None = 5
     out[f"top-{k}" + ("" if correction else " (no correction)")] = grad(
         lambda z: topk_reverse_kl(z, top_ids, top_logp, ones, correction=correction)[0])
     return out
+
+
+def topk_off_set(teacher_logits, k: int, off_set_logits) -> dict:
+    """Top-k's blind spot at ONE position: a student equal to the teacher on the teacher's top-k set
+    S (p_S(v) = p_T(v) for v in S, so it puts exactly 1 - m_T off the set) that arranges its
+    off-set mass by softmax(`off_set_logits`) over the V - k tokens off S, in id order.
+
+    Returns {"p_S", "p_T": (V,), "teacher top-k mass": m_T, "top-k": the corrected Top-k loss,
+    "top-k gradient": the largest |d loss / d logit|, "exact KL": KL(p_S || p_T)}, float64, through
+    the library's losses: the Top-k loss and its gradient are 0 whatever the off-set logits, the exact
+    KL is not."""
+    z_T = torch.as_tensor(teacher_logits, dtype=torch.float64)
+    V = len(z_T)
+    log_p_T = z_T.log_softmax(-1)
+    ids = z_T.topk(k).indices                                                      # (k,) the set S
+    off = torch.tensor([v for v in range(V) if v not in set(ids.tolist())])       # (V - k,)
+    m_T = log_p_T[ids].exp().sum()
+    log_p_S = torch.empty(V, dtype=torch.float64)
+    log_p_S[ids] = log_p_T[ids]
+    log_p_S[off] = (1 - m_T).log() + torch.as_tensor(off_set_logits, dtype=torch.float64).log_softmax(-1)
+    z = log_p_S.clone().view(1, 1, V).requires_grad_(True)
+    one = torch.ones(1, 1, dtype=torch.float64)
+    loss = topk_reverse_kl(z, ids.view(1, 1, k), log_p_T[ids].view(1, 1, k), one)[0]
+    loss.backward()
+    return {"p_S": log_p_S.exp(), "p_T": log_p_T.exp(), "teacher top-k mass": m_T.item(), "top-k": loss.item(),
+            "top-k gradient": z.grad.abs().max().item(),
+            "exact KL": reverse_kl(z.detach(), z_T.view(1, 1, V), one)[0].item()}
+
+
+def clip_bias_variance(student_logits, teacher_logits, clips=(None, 2.0, 1.0, 0.5, 0.1)) -> list[dict]:
+    """MOPD-PG's single-sample gradient at ONE position, -clip(A(y), -c, c) (e_y - p_S) with y ~ p_S,
+    against the exact reverse KL's gradient, per clip c (None: no clip), exactly over the V tokens:
+
+        variance = E_y || g_c(y) - E[g_c] ||^2      (the trace of one sample's covariance)
+        bias^2   = || E[g_c] - grad KL ||^2          error = variance + bias^2 (one sample's mean squared error)
+
+    Returns one dict per clip: {"clip", "variance", "bias^2", "error", "clipped mass"} (the
+    probability that the sampled token's advantage is clipped), float64."""
+    z_S = torch.as_tensor(student_logits, dtype=torch.float64)
+    z_T = torch.as_tensor(teacher_logits, dtype=torch.float64)
+    log_p = z_S.log_softmax(-1)
+    p, A = log_p.exp(), z_T.log_softmax(-1) - log_p                                # (V,) p_S, A(y)
+    exact = p * (-A - (p * -A).sum())                                              # (V,) p (log p/q - KL)
+    score = torch.eye(len(p), dtype=torch.float64) - p                            # (V, V) row y: e_y - p_S
+    rows = []
+    for c in clips:
+        a = A if c is None else A.clamp(-c, c)
+        g = -a[:, None] * score                                                    # (V, V) row y: g_c(y)
+        mean = (p[:, None] * g).sum(0)                                             # (V,) E[g_c]
+        variance = (p * ((g - mean) ** 2).sum(1)).sum().item()
+        bias2 = ((mean - exact) ** 2).sum().item()
+        rows.append({"clip": c, "variance": variance, "bias^2": bias2, "error": variance + bias2,
+                     "clipped mass": 0.0 if c is None else p[A.abs() > c].sum().item()})
+    return rows
+
+
+def pg_logit_gradient(logits, ids, advantage, mask) -> torch.Tensor:
+    """The closed form of MOPD-PG's gradient with respect to EVERY logit (notebook 03, step 5):
+
+        dL / dz_btv = - M_bt A_bt / (B' L_b) * ([v = y_bt] - pi_S(v | x, y_b<t))
+
+    with A the (clipped, held constant) advantage, L_b = sum_t M_bt and B' the completions with at
+    least one token (losses.masked_mean's weights). logits (B, C, V), ids (B, C), advantage (B, C),
+    mask (B, C); returns (B, C, V) in float64."""
+    p = logits.detach().double().softmax(-1)                                       # (B, C, V)
+    M = mask.detach().double()                                                     # (B, C)
+    L = M.sum(1, keepdim=True)                                                     # (B, 1)
+    B_prime = int((L > 0).sum())
+    weight = M * advantage.detach().double() / (B_prime * L.clamp(min=1))          # (B, C)
+    onehot = torch.nn.functional.one_hot(ids, p.shape[-1]).double()                # (B, C, V)
+    return -weight[..., None] * (onehot - p)
+
+
+def check_pg_logit_gradient(grad, logits, ids, advantage, mask, rtol: float = 1e-4) -> float:
+    """Assert that `grad` (autograd's dL/dlogits, (B, C, V)) is `pg_logit_gradient`'s closed form on
+    every logit, to `rtol` of the largest entry; returns the largest absolute difference. It fails
+    for a loss without the stop-gradient, without the 1/B' or 1/L_b weights, or with the sign flipped."""
+    want = pg_logit_gradient(logits, ids, advantage, mask)
+    diff = (grad.detach().double() - want).abs().max().item()
+    scale = want.abs().max().item()
+    assert diff <= rtol * scale, (f"autograd's gradient differs from -M A / (B' L_b) (e_y - pi_S) by {diff:.3g} "
+                                  f"(largest entry {scale:.3g})")
+    return diff
 
 
 def short_run(bank, steps: int = STEPS, model: str = "tiny", lr: float = LR, **overrides):
@@ -230,9 +320,62 @@ def window_means(rows: list[dict], key: str = "kl", frac: float = 0.2) -> tuple[
     return sum(vals[:n]) / n, sum(vals[-n:]) / n
 
 
+def window_se(rows: list[dict], key: str = "kl", frac: float = 0.2) -> float:
+    """The within-run standard error of the last `frac` of the steps' mean of `key`: their standard
+    deviation over sqrt(n). Steps are treated as independent (they are not quite: consecutive steps
+    share the adapter), and it says nothing about another seed: one run's noise, not a seed spread."""
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    n = max(1, int(len(vals) * frac))
+    last = vals[-n:]
+    if n < 2:
+        return float("nan")
+    mean = sum(last) / n
+    return (sum((v - mean) ** 2 for v in last) / (n - 1) / n) ** 0.5
+
+
 def grid_table(grid: dict, key: str = "kl") -> list[tuple[str, float, float]]:
     """(label, first fifth's mean, last fifth's mean) of `key` for every grid cell."""
     return [(c["label"], *window_means(c["metrics"], key)) for c in grid["cells"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# the lessons' checks on a run's metrics (notebooks 02-04), factored so a test can make them fail
+# ---------------------------------------------------------------------------------------------
+
+
+def kl_falls(metrics: list[dict], domains, k: int, factor: float = 0.5) -> dict[str, tuple[float, float]]:
+    """{domain: (mean of kl/<d> over the first k steps, over the last k)}; asserts, PER DOMAIN, that the
+    last is below `factor` times the first (a sum over the domains could fall while one rises)."""
+    out = {}
+    for d in domains:
+        first = sum(r[f"kl/{d}"] for r in metrics[:k]) / len(metrics[:k])
+        final = sum(r[f"kl/{d}"] for r in metrics[-k:]) / len(metrics[-k:])
+        out[d] = (first, final)
+    for d, (first, final) in out.items():
+        assert final < factor * first, f"the KL to the {d} teacher should fall below {factor:g}x its start: {first:.3f} -> {final:.3f}"
+    return out
+
+
+def topk_masses(rows: list[dict], domain: str = "binding", frac: float = 0.2) -> dict[str, float]:
+    """A Top-k run's student and teacher mass on the teacher's top-k set, mean of the first and of the
+    last `frac` of the steps: {"student first", "student last", "teacher first", "teacher last"}."""
+    s = window_means(rows, f"student_topk_mass/{domain}", frac)
+    t = window_means(rows, f"teacher_topk_mass/{domain}", frac)
+    return {"student first": s[0], "student last": s[1], "teacher first": t[0], "teacher last": t[1]}
+
+
+def naive_topk_leaves_the_set(corrected: list[dict], naive: list[dict], domain: str = "binding",
+                              frac: float = 0.2, drop: float = 0.2, near: float = 0.15) -> dict:
+    """Notebook 04's naive Top-k check on two short runs' metrics: the naive student's mass on the
+    teacher's top-k set FALLS (by more than `drop`, first fifth to last), and the corrected student's
+    ends within `near` of the teacher's own. Comparing only the two gaps would pass with both masses
+    rising. Returns both runs' `topk_masses`."""
+    c, n = topk_masses(corrected, domain, frac), topk_masses(naive, domain, frac)
+    assert n["student last"] < n["student first"] - drop, \
+        f"the naive loss should move the student's mass off the set: {n['student first']:.3f} -> {n['student last']:.3f}"
+    assert c["teacher last"] - c["student last"] < near, \
+        f"the corrected student's mass should end near the teacher's: {c['student last']:.3f} vs {c['teacher last']:.3f}"
+    return {"corrected": c, "naive": n}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,6 +411,121 @@ def answer_kl(trace: list[dict]) -> dict[int, dict[str, tuple[float, float]]]:
             out.setdefault(step, {})[d] = (sum(r["kl"][0] for r in rows) / len(rows),
                                            sum(rest) / len(rest) if rest else 0.0)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# per token or per sequence: a two-step tabular student (notebook 04 section 2)
+# ---------------------------------------------------------------------------------------------
+
+TWO_STEP = {"student": (1.0, 0.0, -1.0),
+            "offsets": ((0.0, 0.0, 0.0), (0.0, 2.0, 0.0), (0.0, 0.0, 2.0)),
+            "teacher_1": (0.0, 1.0, 0.0),
+            "teacher_2": ((2.0, 0.0, -2.0), (0.0, 1.0, 0.0), (-2.0, 0.0, 2.0))}
+"""the two-step case, V = 3, float64: the student's ONE logit vector z (its only parameters), used at
+both positions, shifted at position 2 by a fixed offset row chosen by the first token y_1 (so what
+it writes second depends on what it wrote first); the teacher's logits at position 1, and at
+position 2 one row per first token"""
+
+
+def _two_step_tables(z: torch.Tensor, case: dict) -> tuple[torch.Tensor, ...]:
+    """log p_S(y1) (V,), log p_S(y2 | y1) (V, V), log p_T(y1), log p_T(y2 | y1), all float64."""
+    d = torch.float64
+    log_p1 = z.log_softmax(-1)
+    log_p2 = (z + torch.tensor(case["offsets"], dtype=d)).log_softmax(-1)
+    return (log_p1, log_p2, torch.tensor(case["teacher_1"], dtype=d).log_softmax(-1),
+            torch.tensor(case["teacher_2"], dtype=d).log_softmax(-1))
+
+
+def _grad_z(objective, case: dict) -> torch.Tensor:
+    z = torch.tensor(case["student"], dtype=torch.float64, requires_grad=True)
+    objective(*_two_step_tables(z, case)).backward()
+    return z.grad
+
+
+def two_step_pg_gradient(advantage_fn, case: dict = TWO_STEP) -> torch.Tensor:
+    """The EXACT expected gradient (w.r.t. z) of a PG surrogate on the two-step case: all V^2
+    completions as a (V^2, 2) batch, each weighted by its probability under the student,
+
+        g = sum_y pi_S(y) * grad_z [ - sum_t sg(A_t(y)) log pi_S(y_t | y_<t) ],
+
+    with A = advantage_fn(student_logprobs, teacher_logprobs, mask): (V^2, 2) log-probs of the
+    sampled tokens (student's with grad), a (V^2, 2) mask of ones, returning (V^2, 2) advantages.
+    A sum over the two tokens, not the course's token mean (here a constant factor 1/2)."""
+    V = len(case["student"])
+    y1, y2 = torch.arange(V).repeat_interleave(V), torch.arange(V).repeat(V)      # (V^2,) every completion
+
+    def surrogate(log_p1, log_p2, log_q1, log_q2):
+        s = torch.stack([log_p1[y1], log_p2[y1, y2]], dim=1)                      # (V^2, 2) log pi_S(y_t)
+        t = torch.stack([log_q1[y1], log_q2[y1, y2]], dim=1)                      # (V^2, 2) log pi_T(y_t)
+        A = advantage_fn(s, t, torch.ones_like(s))
+        weight = s.sum(1).exp().detach()                                          # (V^2,) pi_S(y1, y2)
+        return -(weight[:, None] * A.detach() * s).sum()
+    return _grad_z(surrogate, case)
+
+
+def per_token_advantage(student_logprobs, teacher_logprobs, mask):
+    """MOPD-PG's advantage, A_t = log pi_T(y_t) - log pi_S(y_t): each token's own log ratio."""
+    return (teacher_logprobs - student_logprobs) * mask
+
+
+def two_step_gradients(case: dict = TWO_STEP, samples: int = 200_000, seed: int = 0) -> dict:
+    """Per token or per sequence, on the two-step case (float64), w.r.t. the student's logits z:
+
+        "sequence KL"      grad E_{y~pi_S}[KL_1 + KL_2(y_1)], the whole completion's reverse KL
+        "per token"        E_{y~pi_S}[grad KL_1 + grad KL_2(y_1)] with the prefix y_1 held fixed: what
+                           MOPD-PG (in expectation), Top-k and the exact KL follow
+        "return-to-go"     E_{y_1}[grad log pi_S(y_1) KL_2(y_1)]: the second term, the one they drop
+        "PG per token"     the exact expectation of MOPD-PG's gradient (two_step_pg_gradient)
+        "PG return-to-go"  the same with the advantage A_1 + A_2 at position 1 (the KL still to come)
+        "sampled PG per token", "sampled PG return-to-go": means of `samples` single-completion
+                           gradients, with "se ..." their standard errors per logit
+
+    The identity: "sequence KL" = "per token" + "return-to-go" = "PG return-to-go"."""
+    log_p1, log_p2, log_q1, log_q2 = (t.detach() for t in _two_step_tables(
+        torch.tensor(case["student"], dtype=torch.float64), case))
+    kl_2 = (log_p2.exp() * (log_p2 - log_q2)).sum(-1)                             # (V,) KL_2 after each y_1
+
+    def kl(lp1, lp2, lq1, lq2):
+        return (lp1.exp() * (lp1 - lq1)).sum(), (lp2.exp() * (lp2 - lq2)).sum(-1)
+
+    out = {"sequence KL": _grad_z(lambda *t: (lambda k1, k2: k1 + (t[0].exp() * k2).sum())(*kl(*t)), case),
+           "per token": _grad_z(lambda *t: (lambda k1, k2: k1 + (log_p1.exp() * k2).sum())(*kl(*t)), case),
+           "return-to-go": _grad_z(lambda *t: (log_p1.exp() * t[0] * kl_2).sum(), case),
+           "PG per token": two_step_pg_gradient(per_token_advantage, case),
+           "PG return-to-go": two_step_pg_gradient(
+               lambda s, t, m: ((t - s) * m).flip(1).cumsum(1).flip(1), case)}
+    # sampled: y ~ pi_S; grad_z log pi_S(y_1) = e_{y1} - p_1, grad_z log pi_S(y_2 | y_1) = e_{y2} - p_2(y_1)
+    g = torch.Generator().manual_seed(seed)
+    p1, p2, V = log_p1.exp(), log_p2.exp(), len(log_p1)
+    y1 = torch.multinomial(p1, samples, replacement=True, generator=g)
+    y2 = torch.multinomial(p2[y1], 1, generator=g)[:, 0]
+    A1, A2 = (log_q1 - log_p1)[y1], (log_q2 - log_p2)[y1, y2]                     # (N,) each token's own
+    score1 = torch.nn.functional.one_hot(y1, V).double() - p1                     # (N, V)
+    score2 = torch.nn.functional.one_hot(y2, V).double() - p2[y1]                 # (N, V)
+    for name, a1 in (("per token", A1), ("return-to-go", A1 + A2)):
+        per_sample = -(a1[:, None] * score1 + A2[:, None] * score2)               # (N, V)
+        out[f"sampled PG {name}"] = per_sample.mean(0)
+        out[f"se PG {name}"] = per_sample.std(0) / samples ** 0.5
+    out["KL_2 after y_1"], out["p_S(y_1)"] = kl_2, p1
+    return out
+
+
+def seq_kl_checks(out: dict, tol: float = 1e-12, se_mult: float = 5.0) -> None:
+    """The relationships notebook 04 section 2 asserts, on `two_step_gradients`' output: the two
+    terms add up to the sequence KL's gradient; the exact PG expectations equal them (per token and
+    with the return-to-go); the sampled PG means lie within `se_mult` standard errors of their exact
+    values; and the per-token gradient is NOT the sequence KL's (the dropped term is not zero).
+    Raises an AssertionError naming the relation that fails."""
+    close = lambda a, b: bool(torch.allclose(a, b, atol=tol, rtol=0))   # noqa: E731
+    assert close(out["per token"] + out["return-to-go"], out["sequence KL"]), \
+        "sequence-KL gradient = per-token gradient + return-to-go term"
+    assert close(out["PG per token"], out["per token"]), "E[PG gradient] = the per-token gradient, prefix fixed"
+    assert close(out["PG return-to-go"], out["sequence KL"]), "E[PG with return-to-go] = the sequence KL's gradient"
+    for name, exact in (("per token", "per token"), ("return-to-go", "sequence KL")):
+        assert ((out[f"sampled PG {name}"] - out[exact]).abs() <= se_mult * out[f"se PG {name}"]).all(), \
+            f"the sampled PG ({name}) mean lies within {se_mult:g} standard errors of its exact value"
+    assert ((out["sampled PG per token"] - out["sequence KL"]).abs() > se_mult * out["se PG per token"]).any(), \
+        "the per-token gradient is not the sequence KL's: PG's samples tell them apart (the return-to-go term is not 0)"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -73,9 +73,15 @@ def depth_view(rows: dict[str, list[dict]], key: str = "acc", title: str = "") -
                                                       for d in domains}} for m, rs in rows.items()}}
 
 
+HEADERS = {"trace": "prefix trace", "strict": "strict trace"}
+"""format_rows' column names where the key alone would mislead: `trace` is the relaxed (prefix) match
+of the whole trace, which a right trace that keeps going passes; `strict` also requires the stop"""
+
+
 def format_rows(rows: list[dict]) -> str:
-    keys = ["acc", "trace", "steps", "hops", "words", "map", "copy"]
-    lines = ["| domain | length | n | " + " | ".join(keys) + " |", "| --- | --- | --- |" + " --- |" * len(keys)]
+    keys = ["acc", "trace", "strict", "steps", "hops", "words", "map", "copy"]
+    lines = ["| domain | length | n | " + " | ".join(HEADERS.get(k, k) for k in keys) + " |",
+             "| --- | --- | --- |" + " --- |" * len(keys)]
     for r in rows:
         cells = [f"{r[k]:.2f}" if k in r else "" for k in keys]
         lines.append(f"| {r['domain']} | {r['length']} | {r['n']} | " + " | ".join(cells) + " |")
