@@ -76,7 +76,7 @@ def main(argv=None) -> None:
     cfg_teacher, cfg_stuck = configs(args.seed, f"{args.experiment}-s{args.seed}")
     train_offline(bank, cfg_teacher, gold(tokenizer, cfg_teacher))
     run = train_student(bank, cfg_stuck)
-    rows = lab.stuck_rows(run.metrics)
+    rows = lab.stuck_metric_rows(run.metrics)
     print(json.dumps({"seed": args.seed, "warnings": [{k: w[k] for k in ("step", "share")} for w in run.warnings],
                       "evidence": lab.stuck_evidence(rows)}, indent=1))
     if args.rows is not None:

@@ -604,7 +604,7 @@ FALLBACK_ENV = "MOPD_STUCK_FALLBACK"
 _NOT_THE_RUN = ("experiment", "progress", "eval_n", "eval_split", "checkpoint_every")
 
 
-def stuck_rows(metrics: list[dict], domain: str = "chain") -> list[dict]:
+def stuck_metric_rows(metrics: list[dict], domain: str = "chain") -> list[dict]:
     """The metrics rows cut to `step` and STUCK_KEYS for `domain` (what 08 and `stuck_evidence` read)."""
     keys = [f"{k}/{domain}" for k in STUCK_KEYS]
     return [{"step": r["step"], **{k: r[k] for k in keys if k in r}} for r in metrics]

@@ -987,7 +987,8 @@ def run_sliced(args, arm: Arm) -> None:
         d.setdefault("slices", {}).setdefault(str(arm.number), []).append(
             {"command": command("studies.regimes", args.argv), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
              "machine": machine_line(machine()), "wall_seconds": time.time() - started, "hours": args.hours,
-             "workers": args.workers, "finished": len(total.finished), "stopped": len(total.stopped)})
+             "workers": args.workers, "finished": len(total.finished), "stopped": len(total.stopped),
+             "phase_wall_seconds": {k: round(v, 1) for k, v in total.phase_wall_s.items()}})
         d.setdefault("plans", {})[str(arm.number)] = {
             "done": not jobs, "phase": phase, "total_left": len(jobs), "seconds": left, "more": phase == "val choice",
             "command": again, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}

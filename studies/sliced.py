@@ -271,7 +271,8 @@ class Sliced:
 
             d["slices"].setdefault(self.key, []).append(
                 {"command": again, "date": now, "machine": machine_line(machine()), "wall_seconds": time.time() - started,
-                 "workers": workers, "finished": len(total.finished), "stopped": len(total.stopped)})
+                 "workers": workers, "finished": len(total.finished), "stopped": len(total.stopped),
+                 "phase_wall_seconds": {k: round(v, 1) for k, v in total.phase_wall_s.items()}})
             d["plans"][self.key] = {"done": not jobs, "phase": phase, "total_left": len(jobs), "seconds": left,
                                     "more": phase != "seeds", "command": again, "date": now}
         slices.slice_report(total, jobs, left, again)

@@ -87,6 +87,8 @@ class Outcome:
     failed: list = field(default_factory=list)
     stopped: list = field(default_factory=list)
     not_started: list = field(default_factory=list)
+    phase_wall_s: dict = field(default_factory=dict)
+    """{phase: wall seconds} of `run_phases`' phases (a phase of several levels: their sum)"""
 
 
 def _stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
@@ -161,7 +163,11 @@ def run_phases(read: Callable[[], dict], plan: Callable[[dict], tuple], argv_of:
         if not jobs:
             break
         print(f"{label}, {phase}: {len(jobs)} jobs", flush=True)
+        t0 = time.time()
         outcome = run_boxed(jobs, argv_of, workers=workers, deadline=deadline, estimate=lambda j: estimate(data, j))
+        total.phase_wall_s[phase] = total.phase_wall_s.get(phase, 0.0) + time.time() - t0
+        print(f"{label}, {phase}: {len(outcome.finished)} of {len(jobs)} jobs finished in "
+              f"{time.time() - t0:.0f} s wall with {workers} worker(s)", flush=True)
         for part in ("finished", "failed", "stopped", "not_started"):
             getattr(total, part).extend(getattr(outcome, part))
         if outcome.failed:

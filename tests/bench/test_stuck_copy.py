@@ -17,7 +17,7 @@ from mopd_mini.domains import get_domains
 from mopd_mini.regimes import starting_points
 from mopd_mini.runs import Run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "08_stuck.ipynb"
 
 
@@ -102,7 +102,7 @@ def seed_rows():
     """The last 50 rows of 08's stuck run (seed 1, the shipped copy) and of the seed that learns (seed 0,
     the same settings; tests/data/stuck_seed0_rows.json, python -m bench.stuck_copy --seed 0)."""
     stuck = json.loads((lab.STUCK_COPY / "run.json").read_text())["metrics"][-50:]
-    learns = json.loads((Path(__file__).parent / "data" / "stuck_seed0_rows.json").read_text())["rows"]
+    learns = json.loads((ROOT / "tests" / "data" / "stuck_seed0_rows.json").read_text())["rows"]
     return stuck, learns
 
 
