@@ -91,6 +91,10 @@ class Sliced:
             raise ValueError(f"{declared.module}: a sliced study needs `given` (its set-up from kept teachers)")
         if 0 not in seeds:
             raise SystemExit("--seeds must include 0: the validation grid runs on seed 0 and is its result")
+        # the lock's path fixed now: a job moves runs.RUNS_DIR (where studies keep their locks) to a fresh
+        # folder before it records, and a lock taken there would guard nothing against the other jobs
+        lock = Path(store.lock()).resolve()
+        store = slices.Store(store.path, lambda: lock, store.sections)
         self.s, self.key, self.store, self.inputs = declared, key, store, inputs
         self.seeds = [0] + sorted(x for x in set(seeds) if x != 0)
         self.n, self.val_n, self.job_argv, self.setup_s, self.progress = n, val_n, job_argv, setup_s, progress

@@ -62,3 +62,20 @@ def test_the_sliced_study_writes_the_whole_commands_page(tmp_path, monkeypatch):
     assert "(in slices: baselines_jobs.json, machines: " in page["command"]
     kept = {p.parent.name for p in (out / "docs" / "baselines_inputs").rglob("adapter_model.safetensors")}
     assert {"teacher_binding", "teacher_recall"} <= kept and any(k.startswith("merge_") for k in kept)
+
+
+def test_every_job_records_under_the_main_processs_lock(tmp_path, monkeypatch):
+    """A job moves runs.RUNS_DIR to a fresh folder before it records: the store's lock must stay the one
+    the other jobs take (a lock in the job's own folder let two jobs' records overwrite each other)."""
+    import argparse
+
+    from mopd_mini import runs
+    from studies import baselines, matched
+
+    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "runs")
+    args = argparse.Namespace(out=str(tmp_path / "docs"), seeds=[0], quick=True, n=6, cures=True)
+    for made in (baselines.sliced_study(args, baselines.QUICK), matched.sliced_study(args, matched.QUICK, 2)):
+        before = made.store.lock()
+        monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "a-job's-fresh-folder")
+        assert made.store.lock() == before and before.parent == (tmp_path / "runs").resolve()
+        monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "runs")
