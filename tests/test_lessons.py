@@ -1,4 +1,4 @@
-"""Issue 48, the core lessons taught right: the relations notebooks 02-04 assert, computed by the
+"""The core lessons taught right: the relations notebooks 02-04 assert, computed by the
 library, and each changed assert shown to FAIL on a case where the lesson's point is false."""
 
 import re

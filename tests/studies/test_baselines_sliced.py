@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.studies.status_check import status_without_torch
+
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--quick", "--quiet", "--seeds", "0", "--out", "docs"]
 
@@ -46,12 +48,9 @@ def test_the_sliced_study_writes_the_whole_commands_page(tmp_path, monkeypatch):
     assert "1 jobs finished" in r.stdout and "continue with:\n  python -m studies.baselines --quick" in r.stdout
     assert not (out / "docs" / "baselines.json").exists() and not (out / "docs" / "baselines.md").exists()
 
-    status = subprocess.run([sys.executable, "-c", "import runpy, sys; sys.argv = ['m', '--status', '--out', 'docs']\n"
-                             "try: runpy.run_module('studies.baselines', run_name='__main__')\n"
-                             "except SystemExit: pass\nprint('torch loaded:', 'torch' in sys.modules)"],
-                            cwd=out, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
-    assert "baselines-quick" in status.stdout and "set-up: 1 jobs recorded" in status.stdout
-    assert "torch loaded: False" in status.stdout
+    status, torch_loaded = status_without_torch("studies.baselines", out)
+    assert "baselines-quick" in status and "set-up: 1 jobs recorded" in status
+    assert not torch_loaded
 
     r = baselines(out, *ARGS, "--workers", "2", "--hours", "1")
     assert r.returncode == 0, r.stderr[-3000:]

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.studies.status_check import status_without_torch
+
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--quick", "--quiet", "--cures", "--T", "2", "--seeds", "0", "1", "--out", "docs"]
 
@@ -93,12 +95,9 @@ def test_hours_inputs_and_status(tmp_path):
     assert "continue with:\n  python -m studies.matched --quick" in r.stdout
     assert "cures" not in json.loads((out / "docs" / "matched.json").read_text())["by_T"]["2"]
 
-    status = subprocess.run([sys.executable, "-c", "import runpy, sys; sys.argv = ['m', '--status', '--out', 'docs']\n"
-                             "try: runpy.run_module('studies.matched', run_name='__main__')\n"
-                             "except SystemExit: pass\nprint('torch loaded:', 'torch' in sys.modules)"],
-                            cwd=out, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
-    assert "set-up: 1 jobs recorded" in status.stdout and "left (as of the slice of" in status.stdout
-    assert "torch loaded: False" in status.stdout
+    status, torch_loaded = status_without_torch("studies.matched", out)
+    assert "set-up: 1 jobs recorded" in status and "left (as of the slice of" in status
+    assert not torch_loaded
 
     teacher = out / "docs" / "matched_inputs" / "T2-cures-quick" / "teacher_binding" / "adapter_model.safetensors"
     good = teacher.read_bytes()
