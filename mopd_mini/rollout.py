@@ -10,8 +10,9 @@ row's first real token, identically when sampling and when scoring, so the log-p
 recomputes are exactly those of the policy that sampled (on-policy, no importance weight).
 
 Sampling is a plain loop over a KV cache rather than `model.generate`, so that every knob that
-shapes the distribution is visible here: temperature only, no top-k / top-p truncation (MOPD
-distils on the student's untruncated distribution), greedy for evaluation.
+shapes the distribution is visible here: the temperature, and a top-p nucleus only where one is asked
+for (`top_p`, 1.0 by default: MOPD distils on the student's untruncated distribution; UCMOPD's
+exploration samples and MOPDConfig.top_p truncate), greedy for evaluation.
 """
 
 from __future__ import annotations

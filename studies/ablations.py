@@ -38,6 +38,7 @@ from mopd_mini.adapters import atomic_write  # noqa: E402
 from mopd_mini import stats  # noqa: E402
 
 from tools.provenance import command, machine_line  # noqa: E402
+from . import slices  # noqa: E402
 from .study import Evals, Method, Study, add_worker_args, in_workers, worker_main  # noqa: E402
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -597,7 +598,7 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=1, help="train in this many processes of one torch thread "
                    "(2 on a 2-core CPU); the numbers are the same")
     add_worker_args(p)                                     # internal: a worker's number and jobs (bench.study)
-    p.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)  # internal: the workers are run with it
+    slices.quiet_flag(p, help=argparse.SUPPRESS)  # internal: the workers are run with it
     p.add_argument("--render", metavar="JSON", help="rewrite the page and figures from a saved ablations.json "
                    "(nothing is trained or evaluated)")
     p.add_argument("--add", metavar="JSON", help="run --studies that the saved ablations.json lacks and add them to "

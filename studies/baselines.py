@@ -670,7 +670,7 @@ def main(argv=None):
     p.add_argument("--n", type=int, default=500, help="test prompts per domain and length")
     p.add_argument("--quick", action="store_true", help="tiny budgets, seconds: the smoke test")
     p.add_argument("--no-write", action="store_true", help="print only; docs/ is left alone")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    slices.quiet_flag(p)
     p.add_argument("--out", default=str(DOCS), help="where baselines.md, .json and figures/ go")
     p.add_argument("--recount-teachers", metavar="JSON", help="train the teachers again by today's code (minutes) "
                    "and re-count every pipeline's cost with their counters; the students are not retrained")

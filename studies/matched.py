@@ -987,7 +987,7 @@ def main(argv=None):
     p.add_argument("--T", type=int, nargs="+", help="teacher budgets to run (default: the plan's)")
     p.add_argument("--quick", action="store_true", help="tiny budgets, seconds: the smoke test")
     p.add_argument("--no-write", action="store_true", help="print only; docs/ is left alone")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    slices.quiet_flag(p)
     p.add_argument("--out", default=str(DOCS), help="where matched.json, the results in matched.md and the figure go")
     p.add_argument("--workers", type=int, default=1, help="train in this many processes of one torch thread")
     p.add_argument("--estimate", action="store_true", help="time a few steps of every trainer and print the "

@@ -2144,7 +2144,7 @@ def main(argv=None):
                    help="measure which chain depths (2-5, a 7-cycle) the SFT teacher learns at seed 0; train nothing else")
     p.add_argument("--timed-steps", type=int, default=0,
                    help="time this many steps of one arm-2b seed of MOPD exact KL (after --teacher-depths); train nothing else")
-    p.add_argument("--quiet", action="store_true")
+    slices.quiet_flag(p)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--jobs", default="[]", help=argparse.SUPPRESS)
     p.add_argument("--tried", type=int, default=0, help=argparse.SUPPRESS)

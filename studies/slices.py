@@ -360,6 +360,21 @@ def python() -> str:
     return sys.executable
 
 
+def quiet_flag(parser, help: str = "no progress bars (the study's own and transformers' weight loading)") -> None:
+    """The studies' `--quiet`: besides the flag, it turns off transformers' progress bars (its
+    "Loading weights" bar, printed by every worker at every load) when given, so nothing is imported
+    before the flag is read (`--status` runs without torch)."""
+    import argparse
+
+    class Quiet(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            setattr(namespace, self.dest, True)
+            from transformers.utils import logging as hf_logging
+            hf_logging.disable_progress_bar()
+
+    parser.add_argument("--quiet", action=Quiet, nargs=0, default=False, help=help)
+
+
 def status_main(name: str, argv: list[str]) -> int:
     """`python -m studies.<name> --status [--arm A ...] [--out DIR]`: every arm with records or a
     plan in <out>/<name>.json (default docs/), or the one named: `status_lines` per phase. The val

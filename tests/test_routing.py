@@ -168,20 +168,3 @@ def test_mixed_equals_swap_on_the_full_qwen3_vocabulary(qwen_random, perturb):
     assert_scores_close(mixed, swap)
     log_p = torch.log_softmax(mixed.logits, -1).gather(-1, rollout.completion_ids[..., None])[..., 0]
     torch.testing.assert_close(mixed.logprobs, log_p, rtol=0, atol=1e-5)
-
-
-def test_the_old_module_name_warns_and_is_routing(monkeypatch):
-    """`mopd_mini.teachers`, the module's old name, kept one release: importing it warns with the new
-    home and gives mopd_mini.routing itself, so every name (private ones too) is the same object."""
-    import importlib
-    import sys
-
-    import mopd_mini
-
-    monkeypatch.delitem(sys.modules, "mopd_mini.teachers", raising=False)
-    monkeypatch.delattr(mopd_mini, "teachers", raising=False)
-    with pytest.warns(DeprecationWarning, match=r"mopd_mini\.routing"):
-        old = importlib.import_module("mopd_mini.teachers")
-    assert old is routing and mopd_mini.teachers is routing
-    assert old.score is routing.score and old.TeacherScores is routing.TeacherScores
-    assert old._routed_lora_forward is routing._routed_lora_forward and old.MERGED_LIMIT == routing.MERGED_LIMIT

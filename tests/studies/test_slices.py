@@ -104,3 +104,22 @@ def test_a_missing_input_no_record_read_is_made_again(tmp_path):
     r = fake(out, "--workers", "2")
     assert r.returncode == 0, r.stderr
     assert records(out) == want
+
+
+def test_quiet_turns_off_transformers_bars_only_when_given():
+    """A study's `--quiet` worker printed transformers' "Loading weights" bar at every load: the flag
+    now turns transformers' progress bars off too (and only when it is given)."""
+    import argparse
+
+    from transformers.utils import logging as hf_logging
+
+    from studies import slices
+
+    p = argparse.ArgumentParser()
+    slices.quiet_flag(p)
+    try:
+        assert p.parse_args([]).quiet is False and hf_logging.is_progress_bar_enabled()
+        assert p.parse_args(["--quiet"]).quiet is True
+        assert not hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.enable_progress_bar()
