@@ -16,6 +16,7 @@ sentence and its JSON disagree.
     python -m tools.findings            # check every marked sentence of the pages against the JSON
     python -m tools.findings --write    # rewrite them from the JSON (after a re-run)
     python -m tools.findings --numbers  # the result text's numbers no source holds, and each page's counts
+    python -m tools.findings --ratchet  # freeze those as unreviewed entries of the list (after a prose edit)
 
 The number check (`unheld`, `scan`): every number of a page's result text (`result_text`: README's
 results and figure caption, the guide's lectures, misconceptions and projects, every notebook's
@@ -916,6 +917,40 @@ def unheld(root: Path = ROOT, entries: list[dict] | None = None) -> list[str]:
     return [b for s in scan(root, entries) for b in s.bad] + check_sources(entries, root)
 
 
+UNREVIEWED = ("unreviewed: frozen as committed (issue 45, section 1); not yet tied to a source or given a reason. "
+              "Any edit of it fails the check; tie it (a finding, a quote) or give its reason, and the list shrinks")
+
+
+def ratchet(root: Path = ROOT, path: Path | None = None) -> int:
+    """Rewrite tests/data/number_sources.json's unreviewed entries from the pages as they stand: the reviewed
+    entries (a source, or a reason that is not 'unreviewed: ...') are kept, and every number no source holds
+    gets an unreviewed phrase around it. For after a reviewed edit of the pages' prose (`git diff` of the file
+    shows what it froze); it is not a review: a number it freezes is not tied to anything. Returns how many
+    unreviewed phrases it wrote."""
+    path = path or ROOT / "tests" / "data" / "number_sources.json"
+    data = json.loads(path.read_text()) if path.exists() else {"entries": []}
+    entries = [e for e in data["entries"] if not e.get("reason", "").startswith("unreviewed")]
+    added = []
+    for s in scan(root, entries):
+        spans = {}
+        for outside, at, n in s.where:
+            a = outside.rfind(" ", 0, max(0, at - 30)) + 1 if at > 30 else 0
+            gap = re.search(r"\s", outside[at + len(n) + 12:])
+            b = len(outside) if gap is None else at + len(n) + 12 + gap.start()
+            spans.setdefault(id(outside), [outside, []])[1].append([a, b])
+        for outside, sp in spans.values():
+            merged = []
+            for a, b in sorted(sp):
+                if merged and a <= merged[-1][1]:
+                    merged[-1][1] = max(merged[-1][1], b)
+                else:
+                    merged.append([a, b])
+            added += [{"page": s.page, "phrase": " ".join(outside[a:b].split()), "reason": UNREVIEWED} for a, b in merged]
+    data["entries"] = entries + added
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    return len(added)
+
+
 # ---------------------------------------------------------------------------------------------
 # the same defect without a number: a result restated in words
 # ---------------------------------------------------------------------------------------------
@@ -957,7 +992,12 @@ def main(argv=None):
     p.add_argument("--write", action="store_true", help="rewrite every marked sentence from the JSON")
     p.add_argument("--numbers", action="store_true", help="list the result text's numbers no source holds and the "
                    "reviewed list (tests/data/number_sources.json) does not cover, then each page's counts")
+    p.add_argument("--ratchet", action="store_true", help="freeze the numbers no source holds as unreviewed entries "
+                   "of tests/data/number_sources.json (after a reviewed prose edit; not a review)")
     args = p.parse_args(argv)
+    if args.ratchet:
+        print(f"{ratchet()} unreviewed phrases written to tests/data/number_sources.json")
+        return 0
     if args.numbers:
         scans = scan()
         bad = [b for s in scans for b in s.bad] + check_sources(load_sources())
