@@ -606,7 +606,7 @@ _STRIP = (re.compile(r"<!--.*?-->", re.S), re.compile(r"```.*?```", re.S), re.co
 IDS = re.compile(r"\b(?:notebooks?|lectures?|sections?|arms?|seeds?|step|depths?|lengths?|positions?|rounds?|"
                  r"stages?|tables?|issues?|tiers?|projects?|figures?|parts?|exercises?|cells?|questions?|chapters?|"
                  r"lines?|columns?|rows?|levels?|pairs?|phases?|items?|Python|torch|version|layers?|heads?|"
-                 r"days?|weeks?|sessions?|the\s+\d\d|epochs? of)\s*(?:[\[({]\s*)?\d+[a-z]?"
+                 r"days?|weeks?|sessions?|the\s+\d\d|epochs? of)[\s-]*(?:[\[({]\s*)?\d+[a-z]?"
                  r"(?:(?:\s*(?:,|-|–|and|or|to|&)\s*)\d+[a-z]?)*", re.I)
 """an integer that names something (notebook 06, section 2, arm 1, seed 4, seeds 0-3, step 300, depth 4,
 position 3, stage 3, Table 2): an identifier, not a quantity; not read"""
@@ -686,6 +686,11 @@ def _config_constants() -> frozenset[float]:
     return frozenset(vals | prods)
 
 
+def _key(text: str) -> str:
+    """A label or a sentence as the row tie compares them: lower case, '-' as a space (MOPD-PG, MOPD PG)."""
+    return " ".join(text.lower().replace("-", " ").split())
+
+
 def _tables(text: str) -> list[tuple[str, list[str]]]:
     """Every table row of a text as (its label: the first cell, markup and brackets dropped, lower case;
     the numbers of its other cells)."""
@@ -693,7 +698,7 @@ def _tables(text: str) -> list[tuple[str, list[str]]]:
     for line in text.splitlines():
         if line.lstrip().startswith("|"):
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            label = re.sub(r"\s*\(.*?\)|[*_`]", "", cells[0]).strip().lower()
+            label = _key(re.sub(r"\s*\(.*?\)|[*_`]", "", cells[0]).replace(" from the sft teacher", ""))
             if len(label) >= 4 and not re.fullmatch(r":?-+:?", cells[0]):
                 out.append((label, [m.group(0) for c in cells[1:] for m in NUMBER.finditer(c)]))
     return out
@@ -883,7 +888,7 @@ def scan_page(path: Path, root: Path = ROOT, entries: list[dict] | None = None,
                 out.tied += 1
                 continue
             k = max(i for i, c in enumerate(cuts) if c <= at)
-            sentence = _norm_ws(outside[cuts[k]:cuts[min(k + 1, len(cuts) - 1)]]).lower()
+            sentence = _key(outside[cuts[k]:cuts[min(k + 1, len(cuts) - 1)]])
             if any(label in sentence and any(kind(c) == kind(n) and _same(n, c) for c in cells)
                    for label, cells in rows):
                 out.tied += 1
