@@ -10,6 +10,7 @@ metric, budgets, seeds, statistics, decision rule) is docs/matched.md, written b
     python -m studies.matched --render docs/matched.json
     python -m studies.matched --T 200 --seeds 0 1 2 3 4 --cures   # the stuck student's cures beside exact KL at T = 200
     python -m studies.matched --T 200 --seeds 0 1 2 3 4 --cures --workers 2 --hours 1.5   # the same, in a slice
+    python -m studies.matched --T 400 --recheck rft --seeds 0 1 2 3 4 --workers 2 --hours 1.5   # RFT re-checked, in slices
     python -m studies.matched --status                 # what the slices recorded and what is left (no torch)
 
 A declaration on studies.study's runner, one study per T, each with its own teacher set (the
@@ -42,6 +43,15 @@ what it holds reloads); each cure minus that exact KL, paired, Holm over the cur
 Written to matched.json's `by_T.<T>.cures` (nothing else there changes) and rendered in
 docs/regimes.md's Results, the page that registered it.
 
+`--recheck rft` is docs/matched.md's re-check of one registered comparison at one T (its amendment of
+2026-12-06: at T = 400 RFT's choice sat on its grid's edge and the sweep's run kept no hash of its
+teachers): fresh teachers at T in their own run folder (runs/matched-recheck/, sha256 recorded), MOPD
+exact KL and RFT each on the sweep's grid by the same runner (bracketed before and after the
+tie-break), paired by seed on the mean lift. Written to matched.json's `by_T.<T>.recheck_rft` and
+rendered in docs/matched.md's Results; once it holds every seed its command asked for (at least five),
+the registered comparison "MOPD exact KL minus RFT" at that T reads from it (`compared_rows`: the T's
+paired table, the family's Holm correction, the decisions and the findings cited from them).
+
 `--hours H` runs any of these in time-boxed slices (studies.sliced): every run one job in its own
 process, `--workers` at a time, recorded in docs/matched_jobs.json when it has finished; the teachers,
 the val choice's adapters and every run's metrics kept in docs/matched_inputs/; at the deadline (less
@@ -65,6 +75,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import fmean
+from typing import Callable
 
 import matplotlib
 
@@ -136,33 +147,44 @@ QUICK = Plan(Ts=(2,), per_domain=2, student_steps=2, lrs={m: (1e-3, 3e-3) if m =
              curve_n=4, val_n=4, test_n=6)
 
 
+def sweep_method(plan: Plan, T: int, m: str) -> study.Method:
+    """A trained method of the sweep at T: its grid (RFT and soft labels' budgets beside the lrs), how
+    one run trains, the teachers it needs and the bracketing."""
+    if m in RL:
+        grid = [{"lr": lr} for lr in plan.lrs[m]]
+        train = lambda bench, s, seed: bench.train(m, s["lr"], seed, steps=T)  # noqa: E731
+    elif m in OFFLINE:
+        grid = [{"steps": n, "k": k, "lr": lr} for n, k in plan.offline for lr in plan.lrs[m]]
+        train = lambda bench, s, seed: bench.train(m, s["lr"], seed, steps=s["steps"], k=s["k"])  # noqa: E731
+    else:
+        grid = [{"lr": lr} for lr in plan.lrs[m]]
+        train = lambda bench, s, seed: bench.train(m, s["lr"], seed)  # noqa: E731
+    return study.Method(train, grid=grid, needs=baselines.needs(m), extend=extend_lr)
+
+
+def declared(plan: Plan, T: int, quick: bool, methods: dict, picks: dict | None = None, flag: tuple = (),
+             experiment: str = EXPERIMENT) -> study.Study:
+    """A study at teacher budget T on the sweep's protocol: `methods` ({key: study.Method}), its
+    teachers trained in runs/<experiment>/ (or reloaded from there); `flag`: the command-line words
+    that select it (a check's), which its workers and jobs are given."""
+    proto = plan.protocol(T)
+    experiment += "-quick" if quick else ""
+    return study.Study(module="studies.matched", argv=["--T", str(T), *flag] + (["--quick"] if quick else []),
+                       methods=methods, picks=picks or {},
+                       setup=lambda progress: baselines.Bench(proto, experiment, progress=progress),
+                       given=lambda progress, given: baselines.Bench(proto, experiment, progress=progress, given=given),
+                       parts={"all": None}, tie_break=plan.tie_break, val_from_run=False, max_extend=plan.extend)
+
+
 def declare(plan: Plan, T: int, quick: bool) -> study.Study:
     """The study at teacher budget T: every method, its grid and its pipeline's teachers."""
-    def method(m):
-        if m in RL:
-            grid = [{"lr": lr} for lr in plan.lrs[m]]
-            train = lambda bench, s, seed: bench.train(m, s["lr"], seed, steps=T)  # noqa: E731
-        elif m in OFFLINE:
-            grid = [{"steps": n, "k": k, "lr": lr} for n, k in plan.offline for lr in plan.lrs[m]]
-            train = lambda bench, s, seed: bench.train(m, s["lr"], seed, steps=s["steps"], k=s["k"])  # noqa: E731
-        else:
-            grid = [{"lr": lr} for lr in plan.lrs[m]]
-            train = lambda bench, s, seed: bench.train(m, s["lr"], seed)  # noqa: E731
-        return study.Method(train, grid=grid, needs=baselines.needs(m), extend=extend_lr)
-
     def merged(how):
         return study.Method(lambda bench, s, seed: bench.merged(how, s, seed), grid=plan.merge_grid[how],
                             needs=DOMAINS, in_workers=False)
 
-    proto = plan.protocol(T)
-    experiment = EXPERIMENT + ("-quick" if quick else "")
-    return study.Study(module="studies.matched", argv=["--T", str(T)] + (["--quick"] if quick else []),
-                       methods={**{m: method(m) for m in STUDENTS + RL + OFFLINE},
-                                **{f"merge_{h}": merged(h) for h in MERGES}},
-                       picks={"merge_best": study.Pick({f"merge_{h}": h for h in MERGES})},
-                       setup=lambda progress: baselines.Bench(proto, experiment, progress=progress),
-                       given=lambda progress, given: baselines.Bench(proto, experiment, progress=progress, given=given),
-                       parts={"all": None}, tie_break=plan.tie_break, val_from_run=False, max_extend=plan.extend)
+    return declared(plan, T, quick, {**{m: sweep_method(plan, T, m) for m in STUDENTS + RL + OFFLINE},
+                                     **{f"merge_{h}": merged(h) for h in MERGES}},
+                    picks={"merge_best": study.Pick({f"merge_{h}": h for h in MERGES})})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,14 +264,16 @@ FIVE = 5
 """docs/matched.md's rule: a comparison is stated as a finding only from a T run with this many seeds"""
 
 
-def family(rep: dict) -> dict:
+def family(rep: dict, override: dict | None = None) -> dict:
     """{(T, a, b): the paired mean-lift comparison with its Holm-adjusted p over the whole family
-    (every T of the report, COMPARISONS at each) and its reading} (studies.study.family)."""
-    comp = {}
+    (every T of the report, COMPARISONS at each) and its reading} (studies.study.family). Each reads
+    `compared_rows` (a complete re-check in the sweep's place); `override`: {(T, a, b): rows} read instead."""
+    comp, override = {}, override or {}
     for key, by_T in sorted(rep["by_T"].items(), key=lambda kv: int(kv[0])):
         for a, b in COMPARISONS:
-            if a in by_T["rows"] and b in by_T["rows"]:
-                comp[f"{a}-{b}@{int(key)}"] = study.paired_rows(by_T["rows"], a, b, "lift")
+            rows = override.get((int(key), a, b)) or compared_rows(by_T, a, b)[0]
+            if a in rows and b in rows:
+                comp[f"{a}-{b}@{int(key)}"] = study.paired_rows(rows, a, b, "lift")
     fam = study.family(comp, MARGINS)
     return {(int(k.split("@")[1]), *k.split("@")[0].split("-")): v for k, v in fam.items()}
 
@@ -323,6 +347,29 @@ def across_T(rep: dict) -> list[str]:
     return lines + [""]
 
 
+def method_table(rep: dict, by_T: dict, methods: tuple) -> list[str]:
+    """A T's (or a check's) table of methods: the chosen setting (marked when still on its grid's
+    edge), the lift per domain and its mean, the normalised score, the pipeline FLOPs and the cost to
+    reach the target fraction of the teachers' val lift."""
+    target = by_T.get("plan", {}).get("target") or rep.get("plan", {}).get("target", FULL.target)
+    out = ["| method | chosen | lift binding | lift recall | mean lift | normalised | pipeline FLOPs | "
+           f"FLOPs to {target:.0%} of the teachers' lift (val) | wall s to it |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for m in methods:
+        per = by_T["rows"][m].values()
+        col = lambda f: study.cell([f(p) for p in per])  # noqa: E731
+        reached = [p["reach"] for p in per if p.get("reach")]
+        to = (f"{fmean(x['flops'] for x in reached):.2e} ({len(reached)}/{len(per)} seeds)" if reached
+              else f"not reached (0/{len(per)})")
+        wall = f"{fmean(x['seconds'] for x in reached):.0f}" if reached else "—"
+        chosen = json.dumps(by_T["chosen"][m]) + (" **(on the grid's edge: not bracketed)**" if on_edge(by_T, m) else "")
+        out.append(f"| {LABEL[m]} | {chosen} | {col(lambda p: p['lift']['binding'])} | "
+                   f"{col(lambda p: p['lift']['recall'])} | {col(lambda p: p['lift']['mean'])} | "
+                   f"{col(lambda p: p['all']['mean'])} | {fmean(p['pipeline']['flops'] for p in per):.2e} | "
+                   f"{to} | {wall} |")
+    return out
+
+
 def results_markdown(rep: dict) -> str:
     """The results section (below the pre-registration, which this never rewrites)."""
     by_Ts = sorted(rep["by_T"].items(), key=lambda kv: int(kv[0]))
@@ -345,21 +392,7 @@ def results_markdown(rep: dict) -> str:
                   if stale else []),
                 "Test split, mean ± sample std over seeds (ddof = 1). Lift: mean accuracy over the domain's lengths minus "
                 "the base's. Pipeline FLOPs: the method's stage plus the teachers it needs (cost.FORMULA).", "",
-                "| method | chosen | lift binding | lift recall | mean lift | normalised | pipeline FLOPs | "
-                f"FLOPs to {rep['plan']['target']:.0%} of the teachers' lift (val) | wall s to it |",
-                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-        for m in METHODS:
-            per = rows[m].values()
-            col = lambda f: study.cell([f(p) for p in per])  # noqa: E731
-            reached = [p["reach"] for p in per if p.get("reach")]
-            to = (f"{fmean(x['flops'] for x in reached):.2e} ({len(reached)}/{len(per)} seeds)" if reached
-                  else f"not reached (0/{len(per)})")
-            wall = f"{fmean(x['seconds'] for x in reached):.0f}" if reached else "—"
-            chosen = json.dumps(by_T["chosen"][m]) + (" **(on the grid's edge: not bracketed)**" if on_edge(by_T, m) else "")
-            out.append(f"| {LABEL[m]} | {chosen} | {col(lambda p: p['lift']['binding'])} | "
-                       f"{col(lambda p: p['lift']['recall'])} | {col(lambda p: p['lift']['mean'])} | "
-                       f"{col(lambda p: p['all']['mean'])} | {fmean(p['pipeline']['flops'] for p in per):.2e} | "
-                       f"{to} | {wall} |")
+                *method_table(rep, by_T, METHODS)]
         fam = family(rep)
         m = next(iter(fam.values()))["m"] if fam else 0
         out += ["", f"Paired by seed, on the mean lift (the primary metric): mean difference ± 95% t half-width "
@@ -370,10 +403,12 @@ def results_markdown(rep: dict) -> str:
                 "| comparison | mean lift (uncorrected) | per seed | p | p (Holm) | reading (Holm) | normalised (uncorrected) |",
                 "| --- | --- | --- | --- | --- | --- | --- |"]
         for a, b in COMPARISONS:
-            f, pn = fam[(int(key), a, b)], study.paired_rows(rows, a, b)
+            ab, rechecked = compared_rows(by_T, a, b)
+            f, pn = fam[(int(key), a, b)], study.paired_rows(ab, a, b)
             res = lambda p: stats.interval_text(p) + (" (resolved)" if p["resolved"] else " (not resolved)")  # noqa: E731
-            out.append(f"| {LABEL[a]} minus {LABEL[b]} | {res(f)} | "
-                       f"{study.seeds_text({x: rows[a][x]['lift']['mean'] - rows[b][x]['lift']['mean'] for x in rows[a] if x in rows[b]})} | {f['p']:.3f} | {f['p_holm']:.3f} | "
+            out.append(f"| {LABEL[a]} minus {LABEL[b]}" + (" (the re-check's, below: fresh teachers)" if rechecked else "")
+                       + f" | {res(f)} | "
+                       f"{study.seeds_text({x: ab[a][x]['lift']['mean'] - ab[b][x]['lift']['mean'] for x in ab[a] if x in ab[b]})} | {f['p']:.3f} | {f['p_holm']:.3f} | "
                        f"{f['reading']} | {res(pn)} |")
         if len(seeds) < FIVE:
             out += ["", f"**{len(seeds)} seeds at this T**: below the page's five-seed rule, so no comparison of this T "
@@ -391,6 +426,7 @@ def results_markdown(rep: dict) -> str:
             out.append(f"| {LABEL[best]} / {LABEL[b]} | {txt(r['flops'])} | {txt(r['stage_flops'])} | "
                        f"{txt(r['seconds'])} | {r['flops']['n']} | {below(r['flops'])} |")
         out.append("")
+        out += [line for b in RECHECKED if f"recheck_{b}" in by_T for line in recheck_markdown(rep, int(key), b)]
     out += across_T(rep)
     out += decisions_markdown(rep)
     out += ["![lift and normalised score against pipeline FLOPs](figures/matched_cost.png)", ""]
@@ -621,13 +657,7 @@ def declare_cures(plan: Plan, T: int, quick: bool) -> study.Study:
                  (lambda bench, s, seed: train_cure(bench, m, s, seed)))
         return study.Method(train, grid=cure_grid(plan, m), needs=baselines.needs(m), extend=extend_lr)
 
-    proto = plan.protocol(T)
-    experiment = EXPERIMENT + ("-quick" if quick else "")
-    return study.Study(module="studies.matched", argv=["--T", str(T), "--cures"] + (["--quick"] if quick else []),
-                       methods={m: method(m) for m in CURES_METHODS},
-                       setup=lambda progress: baselines.Bench(proto, experiment, progress=progress),
-                       given=lambda progress, given: baselines.Bench(proto, experiment, progress=progress, given=given),
-                       parts={"all": None}, tie_break=plan.tie_break, val_from_run=False, max_extend=plan.extend)
+    return declared(plan, T, quick, {m: method(m) for m in CURES_METHODS}, flag=("--cures",))
 
 
 def logged_at(run, prefix: str, steps: tuple = regimes.STUCK_STEPS) -> dict:
@@ -676,8 +706,9 @@ def cures_decisions(block: dict) -> dict:
     return {k: {**f, "decision": regimes.decide(f, above=0.0, p_adj=f["p_holm"])} for k, f in study.family(comp).items()}
 
 
-def _teachers_note(by_T: dict, block: dict, T) -> list[str]:
-    """Which teachers the check read against those the sweep's recorded run at T read."""
+def teachers_line(by_T: dict, block: dict, T, where: str) -> str:
+    """The teachers a check read (`where`: how they came to be), their sha256 and test accuracy, against
+    those of the sweep's recorded run at T (the same weights, other weights, or no hash kept there)."""
     mine, theirs = block.get("teacher_sha256", {}), by_T.get("teacher_sha256")
     test = lambda rep, d: fmean(rep["refs"]["test"][f"teacher_{d}"][d].values())  # noqa: E731
     accs = "; ".join(f"{d} {test(block, d):.3f}" + (f" (the sweep's recorded run: {test(by_T, d):.3f})" if "refs" in by_T
@@ -685,9 +716,15 @@ def _teachers_note(by_T: dict, block: dict, T) -> list[str]:
     same = (f"the same weights as the sweep's recorded run at T = {T} (sha256 equal)" if theirs and theirs == mine else
             f"other weights than the sweep's recorded run at T = {T} (sha256 differ)" if theirs else
             f"the sweep's recorded run at T = {T} kept no hash of its teachers, so they cannot be shown to be the same")
-    return [f"**Teachers.** GRPO, {T} steps, lr 1e-3, seed 0, in this command's run folder (trained by it unless the "
-            "folder held them): sha256 " + ", ".join(f"{d} {h[:16]}" for d, h in mine.items()) + f"; {same}. Their "
-            f"test accuracy (mean over the lengths): {accs}. So exact KL is trained here again, beside the cures and on "
+    return (f"**Teachers.** GRPO, {T} steps, lr 1e-3, seed 0, {where}: sha256 "
+            + ", ".join(f"{d} {h[:16]}" for d, h in mine.items()) + f"; {same}. Their test accuracy (mean over the "
+            f"lengths): {accs}.")
+
+
+def _teachers_note(by_T: dict, block: dict, T) -> list[str]:
+    """Which teachers the check read against those the sweep's recorded run at T read."""
+    return [teachers_line(by_T, block, T, "in this command's run folder (trained by it unless the folder held them)")
+            + " So exact KL is trained here again, beside the cures and on "
             "their teachers, on its own grid by the same runner (the sweep's run names: a folder holding the sweep's runs "
             "reloads them), and every cure is paired with that exact KL: the same teachers, seeds and test prompts. The "
             "sweep's recorded exact-KL rows are shown beside it, descriptive.", ""]
@@ -697,13 +734,14 @@ CURES_ESTIMATE = (1.1, 2.6)
 """the check's CPU-hours on a quiet machine as registered (docs/regimes.md, amendment of 2026-12-04)"""
 
 
-def spent_line(block: dict) -> list[str]:
-    """What the check spent against its registered estimate: in slices, the recorded jobs' CPU-hours
-    (each job one core); run whole, its wall time and the most CPU-hours its `--workers` allow."""
+def spent_line(block: dict, registered: tuple = CURES_ESTIMATE, amendment: str = "2026-12-04") -> list[str]:
+    """What a check spent against its registered estimate (CPU-hours on a quiet machine, in the
+    amendment of that date): in slices, the recorded jobs' CPU-hours (each job one core); run whole,
+    its wall time and the most CPU-hours its `--workers` allow."""
     words, secs = block["command"].split(), block.get("elapsed_s")
     if secs is None:
         return []
-    lo, hi = CURES_ESTIMATE
+    lo, hi = registered
     if "(in slices:" in block["command"]:
         spent = f"{secs / 3600:.2f} CPU-h in its recorded jobs (each job's wall time on one core)"
     else:
@@ -711,7 +749,24 @@ def spent_line(block: dict) -> list[str]:
         spent = (f"{secs / 60:.0f} min wall with {w} worker(s), so at most {w * secs / 3600:.2f} CPU-h (the teachers and "
                  "the main process's evaluations ran while a worker's core could idle)")
     return [f"*Spent:* {spent}, against the registered estimate of {lo} to {hi} CPU-hours on a quiet machine "
-            "(the amendment of 2026-12-04).", ""]
+            f"(the amendment of {amendment}).", ""]
+
+
+def choice_lines(block: dict, methods: tuple, label: dict) -> list[str]:
+    """A check's val choice, one row per method: every setting tried with its val mean normalised score
+    (the two-seed mean where the tie-break ran; [extended]: added by the bracketing)."""
+    out = [f"The val choice (seed 0, val {block['plan']['val_n']} a length; the runner's: the best mean normalised val "
+           "score, bracketed past an edge, a choice within one val SE trained again at seed 1 and made on the two-seed "
+           "mean):", "",
+           "| method | settings tried: val mean normalised (two-seed mean where the tie-break ran) |", "| --- | --- |"]
+    for m in methods:
+        if m in block["grid"]:
+            keys = set(block["chosen"][m])                 # the setting's keys (an entry has the scores beside them)
+            out.append(f"| {label[m]} | " + "; ".join(
+                ", ".join(f"{k} {g[k]:g}" for k in g if k in keys) + f": {g['mean']:.3f}"
+                + (f" ({g['mean2']:.3f})" if "mean2" in g else "") + (" [extended]" if g.get("extended") else "")
+                for g in block["grid"][m]) + " |")
+    return out
 
 
 def cures_markdown(by_T: dict, T) -> list[str]:
@@ -742,16 +797,7 @@ def cures_markdown(by_T: dict, T) -> list[str]:
                    f"{mean(m, lambda p: p['all']['recall']['normalised'])} | {mean(m, lambda p: p['all']['mean'])} | "
                    f"{mean(m, lambda p: p['lift']['mean'])} | {mean(m, lambda p: last(p, 'stuck_share'))} | "
                    f"{fmean(p['stage']['flops'] for p in rows[m].values()):.2e} |")
-    out += ["", f"The val choice (seed 0, val {plan['val_n']} a length; the runner's: the best mean normalised val "
-            "score, bracketed past an edge, a choice within one val SE trained again at seed 1 and made on the two-seed "
-            "mean):", "",
-            "| method | settings tried: val mean normalised (two-seed mean where the tie-break ran) |", "| --- | --- |"]
-    for m in CURES_METHODS:
-        if m in block["grid"]:
-            out.append(f"| {CURE_LABEL[m]} | " + "; ".join(
-                ", ".join(f"{k} {v:g}" for k, v in g.items() if k in ("lr", "beta")) + f": {g['mean']:.3f}"
-                + (f" ({g['mean2']:.3f})" if "mean2" in g else "") + (" [extended]" if g.get("extended") else "")
-                for g in block["grid"][m]) + " |")
+    out += ["", *choice_lines(block, CURES_METHODS, CURE_LABEL)]
     recorded = by_T.get("rows", {}).get("mopd_kl", {})
     out += ["", "Per seed, mean normalised test score" + (" (the last row: the sweep's recorded exact KL at this T, "
             "descriptive)" if recorded else "") + ":", "",
@@ -806,81 +852,246 @@ def splice(text: str, section: list[str]) -> str:
     return head + "\n".join(lines[:start] + section + lines[end:]).rstrip() + "\n"
 
 
-def write_cures(rep: dict, out: Path) -> None:
-    """The `cures` blocks into out/matched.json (read again now: every other key as it is on disk)
-    and their sections into out/regimes.md's Results."""
+def render_cures(rep: dict, out: Path) -> None:
+    """The `cures` blocks' sections into out/regimes.md's Results (the page that registered the check)."""
+    page = out / CURES_PAGE
+    page.write_text(splice(page.read_text() if page.exists() else "# The regime study\n\n", cures_sections(rep)))
+
+
+# ---------------------------------------------------------------------------------------------
+# the re-check of a registered comparison at one T (docs/matched.md, amendment of 2026-12-06): MOPD
+# exact KL and the baseline trained again on fresh teachers, each on its sweep grid by the runner
+# ---------------------------------------------------------------------------------------------
+
+RECHECK_T = 400                                         # the T the amendment names
+RECHECK_EXPERIMENT = "matched-recheck"
+"""the re-check's run folder (runs/matched-recheck/): its own, so its teachers are trained by it, never
+reloaded from the sweep's folder"""
+RECHECKED = {"rft": "in the sweep's run at T = 400 RFT's choice sat on its grid's edge at 3e-3, where the tie-break put "
+                    "it before the runner re-bracketed such a choice, and that run kept no hash of its teachers"}
+"""`--recheck B`: MOPD exact KL minus B trained again, and why the amendment registered it"""
+RECHECK_ESTIMATE = (0.6, 1.3)
+"""the re-check's CPU-hours on a quiet machine as registered (docs/matched.md, amendment of 2026-12-06)"""
+RECHECK_HEADING = "### Re-check at T ="
+
+
+def declare_recheck(against: str):
+    """The re-check of "MOPD exact KL minus `against`": both trained as the sweep trains them (its grids,
+    bracketing, tie-break and val choice, `sweep_method`) in their own run folder, on teachers this
+    study trains (their sha256 recorded by `matched_report`)."""
+    def declare_at(plan: Plan, T: int, quick: bool) -> study.Study:
+        return declared(plan, T, quick, {m: sweep_method(plan, T, m) for m in ("mopd_kl", against)},
+                        flag=("--recheck", against), experiment=RECHECK_EXPERIMENT)
+    return declare_at
+
+
+def complete(block: dict) -> bool:
+    """A check's block holds every seed its command asked for, and at least the page's five."""
+    return not study.unfinished(block["command"], block["seeds_done"]) and len(block["seeds_done"]) >= FIVE
+
+
+def compared_rows(by_T: dict, a: str, b: str) -> tuple[dict, str | None]:
+    """The rows the registered comparison a minus b reads at a T, and where from: a complete re-check
+    of b there (`by_T.<T>.recheck_<b>`, holding a too) in place of the sweep's recorded rows (the
+    amendment of 2026-12-06), else the sweep's (None)."""
+    block = by_T.get(f"recheck_{b}")
+    if block and a in block.get("rows", {}) and complete(block):
+        return block["rows"], f"recheck_{b}"
+    return by_T.get("rows", {}), None
+
+
+def recheck_markdown(rep: dict, T: int, against: str) -> list[str]:
+    """The re-check's section of docs/matched.md's Results (a function of matched.json: its block at T,
+    the sweep's recorded rows there beside it, and the family of the other T)."""
+    key, a, b = f"recheck_{against}", "mopd_kl", against
+    by_T = rep["by_T"][str(T)]
+    block = by_T[key]
+    rows, seeds, recorded = block["rows"], block["seeds_done"], by_T.get("rows", {})
+    used = compared_rows(by_T, a, b)[1] == key
+    out = [f"{RECHECK_HEADING} {T}: {LABEL[a]} and {LABEL[b]} on fresh teachers", "",
+           f"Written by `{block['command']}`, finished {block['date']}, on {machine_line(block['machine'])}. Its "
+           f"registration is this page's amendment of 2026-12-06 ({RECHECKED[b]}); its data is docs/matched.json, "
+           f"`by_T.{T}.{key}`, beside the sweep's recorded rows at T = {T}.", "",
+           *study.unfinished(block["command"], seeds), *spent_line(block, RECHECK_ESTIMATE, "2026-12-06"),
+           teachers_line(by_T, block, T, f"trained by this command in its own run folder (runs/{RECHECK_EXPERIMENT}/; in "
+                         "slices by its set-up job, kept in docs/matched_inputs/)") + f" {LABEL[a]} and {LABEL[b]} are "
+           "both trained on them, each on the sweep's grid by the same runner (bracketed past an edge, before and after "
+           "the tie-break), and paired by seed: the same teachers, seeds and test prompts.", "",
+           "Test split, mean ± sample std over seeds (ddof = 1), as in the T tables above.", "",
+           *method_table(rep, block, (a, b)), "", *choice_lines(block, (a, b), LABEL), ""]
+    per = {f"{LABEL[m]}, this re-check": rows[m] for m in (a, b)}
+    per.update({f"{LABEL[m]}, the sweep's recorded run": recorded[m] for m in (a, b) if m in recorded})
+    out += [f"Per seed, mean test lift (the sweep's recorded rows at T = {T}: descriptive, other teachers):", "",
+            "| method | " + " | ".join(f"seed {s}" for s in seeds) + " |", "| --- | " + " | ".join("---" for _ in seeds) + " |"]
+    out += [f"| {label} | " + " | ".join(f"{v[str(s)]['lift']['mean']:.3f}" if str(s) in v else "—" for s in seeds) + " |"
+            for label, v in per.items()]
+    here = family(rep, {(T, a, b): rows})[(T, a, b)]
+    before = family(rep, {(T, a, b): recorded})[(T, a, b)] if a in recorded and b in recorded else None
+    txt = lambda f: (f"{stats.interval_text(f)} [{f['lo']:+.3f}, {f['hi']:+.3f}] (n = {f['n']}) | {f['p']:.3f} | "  # noqa: E731
+                     f"{f['p_holm']:.3f} | {f['reading']}")
+    out += ["", f"{LABEL[a]} minus {LABEL[b]} at T = {T}, on the mean lift (the primary metric), paired by seed: mean "
+            "difference ± 95% t half-width [interval], the paired t-test's p, and its Holm adjustment over the registered "
+            f"family of {here['m']} with this comparison in the place of the sweep's cell at T = {T} (the amendment of "
+            "2026-12-03's rule: resolved only when p (Holm) < 0.05; no equivalence margin was registered, so nothing is "
+            "called equal). The sweep's recorded cell is shown beside it.", "",
+            "| comparison | mean lift | p | p (Holm) | reading (Holm) |", "| --- | --- | --- | --- | --- |",
+            f"| {LABEL[a]} minus {LABEL[b]}, this re-check | {txt(here)} |"]
+    if before is not None:
+        out.append(f"| {LABEL[a]} minus {LABEL[b]}, the sweep's recorded run | {txt(before)} |")
+    norm = study.paired_rows(rows, a, b)
+    ratio = cost_ratio(rows, a, b) if all("reach" in p for m in (a, b) for p in rows[m].values()) else None
+    out += ["", f"Descriptive, outside the family: the normalised score's difference {stats.interval_text(norm)} "
+            f"(n = {norm['n']})" + (f"; {LABEL[a]} / {LABEL[b]} pipeline FLOPs to {rep['plan']['target']:.0%} of the "
+            f"teachers' val lift, geometric mean {ratio['ratio']:.2f}x over the {ratio['n']} seeds where both reach it"
+            if ratio and ratio["n"] else "") + ". H3 at this T reads the MOPD form with the highest mean lift, which "
+            "the re-check does not train again: its row above stands."]
+    for m in (a, b):
+        if m in recorded:
+            d = study.paired_rows({"here": rows[m], "recorded": recorded[m]}, "here", "recorded", "lift")
+            out.append("")
+            out.append(f"{LABEL[m]} here minus the sweep's recorded {LABEL[m]}, mean lift: {stats.interval_text(d)} "
+                       f"(n = {d['n']}; the same grid and seeds, teachers trained again).")
+    out += ["", (f"**The registered comparison at T = {T} now reads from this re-check**: {here['reading']} (p (Holm) "
+                 f"{here['p_holm']:.3f}); the T = {T} paired table above and the decisions below use it." if used else
+                 f"**Not in use**: {len(seeds)} seeds recorded of the amendment's {FIVE} (or of the seeds its command "
+                 f"asked for), so the T = {T} paired table and the decisions keep the sweep's recorded cell."), ""]
+    return out
+
+
+def recheck_sections(rep: dict) -> list[str]:
+    """Every re-check section of a matched.json (the whole Results page: `results_markdown`)."""
+    return [line for key, by_T in sorted(rep.get("by_T", {}).items(), key=lambda kv: int(kv[0])) for b in RECHECKED
+            if f"recheck_{b}" in by_T for line in recheck_markdown(rep, int(key), b)]
+
+
+# ---------------------------------------------------------------------------------------------
+# a check beside the sweep (the cures at T = 200, a re-check at T = 400): declared, run, written
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Check:
+    """A check at one T on the sweep's runner: its methods (`declare(plan, T, quick)`), its report
+    (`summarise(declared, plan, T)`, as study.run takes it), kept in matched.json's `by_T.<T>.<key>`
+    and rendered on the page that registered it (`render(matched.json, out)`, `sections(matched.json)`)."""
+
+    key: str
+    flag: tuple                   # the command-line words that select it
+    T: int                        # the T its registration names (the default --T)
+    methods: tuple
+    declare: Callable
+    summarise: Callable
+    render: Callable
+    sections: Callable
+    registered: tuple             # its CPU-hours on a quiet machine as registered, and the amendment's date
+
+
+CHECKS = {"cures": Check("cures", ("--cures",), CURES_T, CURES_METHODS, declare_cures, summarise_cures, render_cures,
+                         cures_sections, (CURES_ESTIMATE, "2026-12-04")),
+          **{f"recheck_{b}": Check(f"recheck_{b}", ("--recheck", b), RECHECK_T, ("mopd_kl", b), declare_recheck(b),
+                                   matched_report, lambda rep, out: write(rep, out), recheck_sections,
+                                   (RECHECK_ESTIMATE, "2026-12-06")) for b in RECHECKED}}
+
+
+def check_of(args) -> Check | None:
+    """The check the command asks for (`--cures`, `--recheck B`), or None: the sweep."""
+    if getattr(args, "cures", False) and getattr(args, "recheck", None):
+        raise SystemExit("--cures and --recheck are two checks: run them one at a time")
+    if getattr(args, "cures", False):
+        return CHECKS["cures"]
+    return CHECKS[f"recheck_{args.recheck}"] if getattr(args, "recheck", None) else None
+
+
+def write_check(rep: dict, out: Path, check: Check) -> None:
+    """The check's blocks into out/matched.json (read again now: every other key as it is on disk),
+    then its page from that file."""
     saved = out / "matched.json"
     disk = json.loads(saved.read_text())
     for key, by_T in rep["by_T"].items():
-        if "cures" in by_T:
-            disk["by_T"][key]["cures"] = by_T["cures"]
+        if check.key in by_T:
+            disk["by_T"][key][check.key] = by_T[check.key]
     atomic_write(saved, json.dumps(disk, indent=1, default=str).encode())
-    page = out / CURES_PAGE
-    page.write_text(splice(page.read_text() if page.exists() else "# The regime study\n\n", cures_sections(disk)))
+    check.render(disk, out)
 
 
-def check_cures_target(out: Path, Ts: tuple) -> dict:
-    """matched.json's sweep at each T (the check is written beside it), before anything trains."""
+def write_cures(rep: dict, out: Path) -> None:
+    """The `cures` blocks into out/matched.json and their sections into out/regimes.md's Results."""
+    write_check(rep, out, CHECKS["cures"])
+
+
+def check_target(out: Path, Ts: tuple, check: Check) -> dict:
+    """matched.json's sweep at each T (a check is written beside it), before anything trains."""
     saved = out / "matched.json"
     rep = json.loads(saved.read_text()) if saved.exists() else {}
     missing = [T for T in Ts if "rows" not in rep.get("by_T", {}).get(str(T), {})]
     if missing:
-        raise SystemExit(f"--cures writes beside the matched sweep's run at T = {missing} in {saved}, which has none: "
-                         f"run `python -m bench.matched --T {missing[0]}` first, or pass --no-write")
+        raise SystemExit(f"{' '.join(check.flag)} writes beside the matched sweep's run at T = {missing} in {saved}, which "
+                         f"has none: run `python -m studies.matched --T {missing[0]}` first, or pass --no-write")
     return rep
 
 
-def cures_block(part: dict, plan: Plan, cmd: str, where: dict) -> dict:
-    """matched.json's `by_T.<T>.cures`: the runner's report, the plan, the command, date and machine."""
+def check_block(part: dict, plan: Plan, cmd: str, where: dict) -> dict:
+    """matched.json's `by_T.<T>.<check>`: the runner's report, the plan, the command, date and machine."""
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return json.loads(json.dumps({**part, "plan": {k: getattr(plan, k) for k in ("student_steps", "per_domain", "val_n",
-                                                                                 "test_n")},
+                                                                                 "test_n", "target")},
                                   "command": cmd, "date": date, "machine": where}, default=str))
 
 
-def run_cures(args, plan: Plan, Ts: tuple, argv) -> dict:
+def run_check(args, plan: Plan, Ts: tuple, argv, check: Check) -> dict:
     """The check at each T: the runner's protocol, the block written after every seed (resumable:
-    the runs and evaluations reload from the sweep's folder at T)."""
+    the runs and evaluations reload from its run folder at T)."""
     out = Path(args.out)
     rep = {"by_T": {str(T): {} for T in Ts}}
     if not args.no_write:
-        target = check_cures_target(out, Ts)
+        target = check_target(out, Ts, check)
         rep["by_T"] = {str(T): target["by_T"][str(T)] for T in Ts}
     cmd, where = command("bench.matched", argv), machine()
     for T in Ts:
-        declared = declare_cures(plan, T, args.quick)
+        declared_ = check.declare(plan, T, args.quick)
 
         def save(part, T=T):
-            rep["by_T"][str(T)]["cures"] = cures_block(part, plan, cmd, where)
+            rep["by_T"][str(T)][check.key] = check_block(part, plan, cmd, where)
             if not args.no_write:
-                write_cures(rep, out)
+                write_check(rep, out, check)
 
-        study.run(declared, seeds=args.seeds, n=plan.test_n, val_n=plan.val_n, workers=args.workers,
-                  quiet=args.quiet, summarise=summarise_cures(declared, plan, T), write=save)
-    print("\n".join(cures_sections(rep)))
+        study.run(declared_, seeds=args.seeds, n=plan.test_n, val_n=plan.val_n, workers=args.workers,
+                  quiet=args.quiet, summarise=check.summarise(declared_, plan, T), write=save)
+    print("\n".join(check.sections(rep)))
     return rep
 
 
-def estimate_cures(plan: Plan, T: int, seeds: int, workers: int, steps: int = 4) -> dict:
-    """The check's time: `steps` timed steps of the teachers' GRPO and of exact KL and each cure at
-    the plan's batch sizes (in memory, on the tiny base; jsd at its middle beta) and one val
-    evaluation, times what the runner trains and evaluates. Two figures: the least (each grid at
-    seed 0, the other seeds, no bracketing or tie-break) and the most (every extension the runner
-    allows: `plan.extend` past the edge, the tie-break's two settings at seed 1, `Study.rebracket`
-    more on two seeds); the teachers once, in the main process. Scaled by this process's CPU share
-    to a quiet machine's, as `estimate` is."""
+def estimate_check(plan: Plan, T: int, seeds: int, workers: int, check: Check, quick: bool = False,
+                   steps: int = 4) -> dict:
+    """A check's time: `steps` timed steps of the teachers' GRPO and of each method at the plan's batch
+    sizes (in memory, on the tiny base; a method at its grid's middle setting; an offline one's teachers'
+    sampling timed per completion) and one val evaluation, times what the runner trains and evaluates. Two
+    figures: the least (each grid at seed 0, the other seeds at a run of the grid's mean length, no
+    bracketing or tie-break) and the most (every extension the runner allows: `plan.extend` past the
+    edge, the tie-break's two settings at seed 1, `Study.rebracket` more on two seeds, each and the other
+    seeds at the grid's longest run); the teachers once, in the main process. Scaled by this process's CPU
+    share to a quiet machine's, as `estimate` is."""
     import torch
+    from mopd_mini.offline import OfflineConfig, collect, train_offline
 
     torch.set_num_threads(1)
+    grids = {m: meth.grid for m, meth in check.declare(plan, T, quick).methods.items()}
     bank = mm.AdapterBank(*mm.load_base("tiny"))
     common = dict(steps=steps, eval_every=0, experiment=None, progress=False)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     teacher = fmean(mm.train_teacher(bank, mm.GRPOConfig(domain=d, prompts_per_step=plan.per_domain,
                                                          group_size=plan.group, **common)).seconds for d in DOMAINS) / steps
-    per_step = {}
-    for m in CURES_METHODS:
-        setting = cure_grid(plan, m)[len(cure_grid(plan, m)) // 2]
-        fields = {**CURE_FIELDS.get(m, {"loss": "kl"}), **{k: v for k, v in setting.items() if k != "lr"}}
+    per_step, per_sample = {}, 0.0
+    for m in check.methods:
+        setting = grids[m][len(grids[m]) // 2]
+        if m in OFFLINE:
+            cfg = OfflineConfig(loss={"rft": "sft", "soft": "soft"}[m], prompts_per_domain=50, samples_per_prompt=4,
+                                batch_size=2 * plan.per_domain, name=f"probe_{m}", **common)
+            data = collect(bank, cfg)
+            per_sample = data.seconds / len(data.completions)
+            per_step[m] = (train_offline(bank, cfg, data).seconds - data.seconds) / steps
+            continue
+        fields = {**CURE_FIELDS.get(m, {"loss": m.split("_")[1]}), **{k: v for k, v in setting.items() if k != "lr"}}
         per_step[m] = mm.train_student(bank, mm.MOPDConfig(prompts_per_domain=plan.per_domain, student=f"probe_{m}",
                                                            track_steps=(), **fields, **common)).seconds / steps
     started = time.perf_counter()
@@ -888,19 +1099,27 @@ def estimate_cures(plan: Plan, T: int, seeds: int, workers: int, steps: int = 4)
     val_eval = time.perf_counter() - started
     share = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
     curve_eval, test_eval = val_eval * plan.curve_n / plan.val_n, val_eval * plan.test_n / plan.val_n
-    run_s = {m: per_step[m] * plan.student_steps + curve_eval * (plan.student_steps // plan.eval_every)
-             for m in CURES_METHODS}
-    grid = sum(len(cure_grid(plan, m)) * (run_s[m] + val_eval) for m in CURES_METHODS)
-    more = sum((plan.extend + 2 + 2 * study.Study.rebracket) * (run_s[m] + val_eval) for m in CURES_METHODS)
-    others = (seeds - 1) * sum(run_s.values()) + seeds * len(CURES_METHODS) * test_eval + 3 * (val_eval + test_eval)
+
+    def run_s(m, s):      # one run at setting s: the teachers' sampling (offline), its steps, its curve evaluations
+        n = s.get("steps", plan.student_steps)
+        sampled = s["k"] * plan.offline_prompts * len(DOMAINS) * per_sample if m in OFFLINE else 0.0
+        return sampled + per_step[m] * n + curve_eval * (n // plan.eval_every)
+
+    mean_run = {m: fmean(run_s(m, s) for s in grids[m]) for m in check.methods}
+    long_run = {m: max(run_s(m, s) for s in grids[m]) for m in check.methods}
+    grid = sum(run_s(m, s) + val_eval for m in check.methods for s in grids[m])
+    more = sum((plan.extend + 2 + 2 * study.Study.rebracket) * (long_run[m] + val_eval) for m in check.methods)
+    tests = seeds * len(check.methods) * test_eval + 3 * (val_eval + test_eval)
+    others, others_most = (seeds - 1) * sum(mean_run.values()) + tests, (seeds - 1) * sum(long_run.values()) + tests
     teachers = 2 * teacher * T
-    least, most = teachers + grid + others, teachers + grid + more + others
-    lines = [f"{m}: {per_step[m]:.3f} s a step, {run_s[m] / 60:.1f} min a run at {plan.student_steps} steps "
-             f"(grid of {len(cure_grid(plan, m))})" for m in CURES_METHODS]
+    least, most = teachers + grid + others, teachers + grid + more + others_most
+    lines = [f"{m}: {per_step[m]:.3f} s a step, {mean_run[m] / 60:.1f} min a run on average over its grid of "
+             f"{len(grids[m])} (the longest {long_run[m] / 60:.1f} min)" for m in check.methods]
     lines += [f"teachers {teachers:.0f} s (main process, when the folder does not hold them), the val grid {grid:.0f} s, "
-              f"bracketing and tie-breaks at most {more:.0f} s, seeds 1.. and the test evaluations {others:.0f} s"]
-    return {"per_step_s": {"teacher": teacher, **per_step}, "val_eval_s": val_eval, "cpu_share": share, "lines": lines,
-            "cpu_s": [least, most], "quiet_cpu_s": [share * least, share * most],
+              f"bracketing and tie-breaks at most {more:.0f} s, seeds 1.. and the test evaluations {others:.0f} to "
+              f"{others_most:.0f} s"]
+    return {"per_step_s": {"teacher": teacher, **per_step}, "per_collected_sample_s": per_sample, "val_eval_s": val_eval,
+            "cpu_share": share, "lines": lines, "cpu_s": [least, most], "quiet_cpu_s": [share * least, share * most],
             "wall_s": [teachers + (least - teachers) / workers, teachers + (most - teachers) / workers],
             "quiet_wall_s": [share * (teachers + (x - teachers) / workers) for x in (least, most)], "workers": workers,
             "machine": machine_line()}
@@ -922,19 +1141,20 @@ SETUP_S, TEACHER_STEP_S = 120.0, 0.5
 GRPO teacher step (an Intel Xeon core: 200 steps in about 12 s; this allows 8x that)"""
 
 
-def sliced_key(T: int, cures: bool, quick: bool) -> str:
-    return f"T{T}" + ("-cures" if cures else "") + ("-quick" if quick else "")
+def sliced_key(T: int, check: Check | None, quick: bool) -> str:
+    """The records' key of the study at T, or of a check there: T200-cures, T400-recheck-rft, T2-quick."""
+    return f"T{T}" + (f"-{check.key.replace('_', '-')}" if check else "") + ("-quick" if quick else "")
 
 
 def sliced_study(args, plan: Plan, T: int) -> sliced.Sliced:
-    """The study at T (its cures' check with --cures) as studies.sliced's jobs: each a process of this
-    module with the same options and `--job`."""
-    out = Path(args.out)
-    declared = (declare_cures if args.cures else declare)(plan, T, args.quick)
+    """The study at T (or the check the command asks for: --cures, --recheck B) as studies.sliced's
+    jobs: each a process of this module with the same options and `--job`."""
+    out, check = Path(args.out), check_of(args)
+    made = (check.declare if check else declare)(plan, T, args.quick)
     store = slices.Store(out / JOBS, lambda: runs.RUNS_DIR / "matched_jobs.lock", ("jobs", "plans", "slices"))
     base = [slices.python(), "-m", "studies.matched", "--T", str(T), "--out", str(out), "--quiet",
-            "--seeds", *map(str, args.seeds), *(["--cures"] if args.cures else []), *(["--quick"] if args.quick else [])]
-    return sliced.Sliced(declared, key=sliced_key(T, args.cures, args.quick), store=store,
+            "--seeds", *map(str, args.seeds), *(check.flag if check else ()), *(["--quick"] if args.quick else [])]
+    return sliced.Sliced(made, key=sliced_key(T, check, args.quick), store=store,
                          inputs=slices.Inputs(out / INPUTS, slices.files_digest), seeds=args.seeds, n=plan.test_n,
                          val_n=plan.val_n, job_argv=lambda job: base + ["--job", json.dumps(job)],
                          setup_s=SETUP_S + 2 * T * TEACHER_STEP_S)
@@ -942,35 +1162,32 @@ def sliced_study(args, plan: Plan, T: int) -> sliced.Sliced:
 
 def run_sliced(args, plan: Plan, Ts: tuple, argv) -> dict | None:
     """Each T in slices inside `--hours`: its jobs, then, once every one is recorded, its report written
-    as the whole command writes it (the sweep's `by_T.<T>`, or with --cures its `cures` block and
-    regimes.md's section). A T not complete writes nothing to matched.json or the pages."""
-    out, deadline = Path(args.out), slices.Deadline(args.hours)
+    as the whole command writes it (the sweep's `by_T.<T>`, or a check's block there and its page's
+    section). A T not complete writes nothing to matched.json or the pages."""
+    out, deadline, check = Path(args.out), slices.Deadline(args.hours), check_of(args)
     again = slices.continuing("studies.matched", list(argv) if argv is not None else sys.argv[1:])
     saved = out / "matched.json"
     rep = json.loads(saved.read_text()) if saved.exists() else {"by_T": {}}
-    if args.cures:
-        check_cures_target(out, Ts)
+    if check:
+        check_target(out, Ts, check)
     for T in Ts:
         job = sliced_study(args, plan, T)
         (out / INPUTS).mkdir(parents=True, exist_ok=True)
         runs.RUNS_DIR.mkdir(parents=True, exist_ok=True)
         if not job.run(workers=args.workers, deadline=deadline, again=again):
             return None
-        declared = job.s
-        summarise = (summarise_cures if args.cures else matched_report)(declared, plan, T)
-        part = job.report(summarise)
+        part = job.report((check.summarise if check else matched_report)(job.s, plan, T))
         machines = sorted({r["machine"] for r in job.records(job.store.read()).values()})
         cmd = command("studies.matched", argv) + f" (in slices: {JOBS}, machines: {' | '.join(machines)})"
-        if args.cures:
-            rep["by_T"][str(T)]["cures"] = cures_block(part, plan, cmd, machine())
-            write_cures(rep, out)
+        if check:
+            rep["by_T"][str(T)][check.key] = check_block(part, plan, cmd, machine())
+            write_check(rep, out, check)
         else:
             now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-            kept = rep["by_T"].get(str(T), {}).get("cures")
+            kept = {k: v for k, v in rep["by_T"].get(str(T), {}).items() if k in CHECKS}
             rep["by_T"][str(T)] = json.loads(json.dumps({**part, "command": cmd, "date": now, "machine": machine()},
                                                         default=str))
-            if kept:
-                rep["by_T"][str(T)]["cures"] = kept
+            rep["by_T"][str(T)].update(kept)              # the checks at this T are kept as written
             rep.update(date=now, flops_formula=cost.FORMULA)
             rep.setdefault("plan", {**asdict(plan), "Ts": []})["Ts"] = sorted({*rep["plan"]["Ts"], T})
             write(rep, out)
@@ -996,6 +1213,9 @@ def main(argv=None):
     p.add_argument("--cures", action="store_true", help="the stuck student's cures beside exact KL at --T (default "
                    f"{CURES_T}): docs/regimes.md's course-setting check, written to matched.json's by_T.<T>.cures and "
                    "regimes.md's Results")
+    p.add_argument("--recheck", choices=RECHECKED, help="MOPD exact KL and this baseline trained again on fresh "
+                   f"teachers at --T (default {RECHECK_T}), each on its grid, paired: docs/matched.md's amendment of "
+                   "2026-12-06, written to matched.json's by_T.<T>.recheck_<B> and matched.md's Results")
     p.add_argument("--hours", type=float, help="run in a time-boxed slice of this many hours (less 10 minutes to "
                    "write): every run a recorded job, kept in docs/matched_jobs.json and docs/matched_inputs/; the "
                    "same command continues, on any machine")
@@ -1012,13 +1232,16 @@ def main(argv=None):
     if args.job is not None:
         return sliced_study(args, plan, args.T[0]).job(json.loads(args.job))
     if args.worker is not None:
-        declared = (declare_cures if args.cures else declare)(plan, args.T[0], args.quick)
-        return study.worker_main(declared, args.worker, args.jobs, plan.test_n, plan.val_n)
-    if args.estimate and args.cures:
-        est = estimate_cures(plan, (args.T or [CURES_T])[0], seeds=len(args.seeds), workers=args.workers)
+        check = check_of(args)
+        made = (check.declare if check else declare)(plan, args.T[0], args.quick)
+        return study.worker_main(made, args.worker, args.jobs, plan.test_n, plan.val_n)
+    check = check_of(args)
+    if args.estimate and check:
+        est = estimate_check(plan, (args.T or [check.T])[0], seeds=len(args.seeds), workers=args.workers, check=check,
+                             quick=args.quick)
         print(json.dumps(est, indent=1))
         h = lambda k: f"{est[k][0] / 3600:.1f} to {est[k][1] / 3600:.1f}"  # noqa: E731
-        print(f"estimate (--cures): {h('cpu_s')} CPU-hours as measured, {h('wall_s')} h wall with {est['workers']} "
+        print(f"estimate ({' '.join(check.flag)}): {h('cpu_s')} CPU-hours as measured, {h('wall_s')} h wall with {est['workers']} "
               f"worker(s); on a quiet machine (CPU share {est['cpu_share']:.2f}) {h('quiet_cpu_s')} CPU-hours, "
               f"{h('quiet_wall_s')} h wall")
         return est
@@ -1029,11 +1252,11 @@ def main(argv=None):
               f"{est['workers']} workers; {est['quiet_wall_s'] / 3600:.1f} h on a quiet machine (CPU share "
               f"{est['cpu_share']:.2f})")
         return est
-    if args.render and args.cures:
+    if args.render and check:
         rep = json.loads(Path(args.render).read_text())
         if not args.no_write:
-            write_cures(rep, Path(args.out))
-        print("\n".join(cures_sections(rep)))
+            write_check(rep, Path(args.out), check)
+        print("\n".join(check.sections(rep)))
         return rep
     if args.render:
         rep = json.loads(Path(args.render).read_text())
@@ -1041,7 +1264,7 @@ def main(argv=None):
             write(rep, Path(args.out))
         print(results_markdown(rep))
         return rep
-    Ts = tuple(args.T or (plan.Ts if args.quick or not args.cures else (CURES_T,)))
+    Ts = tuple(args.T or (plan.Ts if args.quick or not check else (check.T,)))
     unknown = [T for T in Ts if T < 1]
     if unknown:
         raise SystemExit(f"--T must be >= 1 steps, got {unknown}")
@@ -1049,8 +1272,8 @@ def main(argv=None):
         if args.no_write:
             raise SystemExit("--hours keeps every job's record in docs/: it cannot run with --no-write")
         return run_sliced(args, plan, Ts, argv)
-    if args.cures:
-        return run_cures(args, plan, Ts, argv)
+    if check:
+        return run_check(args, plan, Ts, argv, check)
     out = Path(args.out)
     saved = out / "matched.json"
     rep = {"command": command("bench.matched", argv), "machine": machine(), "plan": {**asdict(plan), "Ts": list(Ts)},
@@ -1066,8 +1289,7 @@ def main(argv=None):
             rep["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
             rep["by_T"][str(T)] = {**part, "command": rep["command"], "date": rep["date"], "machine": rep["machine"]}
             kept = json.loads(saved.read_text())["by_T"].get(str(T), {}) if saved.exists() and not args.no_write else {}
-            if "cures" in kept:                    # the cures' check at this T (--cures) is kept as written
-                rep["by_T"][str(T)]["cures"] = kept["cures"]
+            rep["by_T"][str(T)].update({k: v for k, v in kept.items() if k in CHECKS})   # the checks kept as written
             if not args.no_write:
                 write(rep, out)
 

@@ -178,9 +178,10 @@ def matched_h3(rep: dict, T: int, b: str) -> str:
 
 def matched_norm(rep: dict, T: int, a: str, b: str, part: str = "all") -> str:
     """a - b outside the registered family (uncorrected): the normalised score (part "all"), or the
-    mean lift of a pair the family does not hold (part "lift")."""
-    from studies import study
-    p = study.paired_rows(rep["by_T"][str(T)]["rows"], a, b, part=part)
+    mean lift of a pair the family does not hold (part "lift"). Both read the rows the T's paired table
+    reads (studies.matched.compared_rows: a complete re-check of b there, else the sweep's)."""
+    from studies import matched, study
+    p = study.paired_rows(matched.compared_rows(rep["by_T"][str(T)], a, b)[0], a, b, part=part)
     what = "normalised score" if part == "all" else "mean lift"
     return _cmp_sentence(f"{_label(a)} minus {_label(b)} at T = {T}, {what} (outside the registered "
                          "family, uncorrected)", p, f"docs/matched.md, T = {T} " + ("paired table" if part == "all"
