@@ -42,6 +42,8 @@ from pathlib import Path
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model, load_peft_weights, set_peft_model_state_dict
 
+from .validate import guarded_methods
+
 BASE = "base"  # the name that means "adapters disabled"
 ORIGIN_FILE = "mopd_mini.json"
 ROLES = {"teacher": "a GRPO adapter (train_teacher: a teacher, Mix-RL or a cascade)",
@@ -168,6 +170,7 @@ def same_tokenizer(a, b) -> list[str]:
     return differs
 
 
+@guarded_methods
 class AdapterBank:
     """Named LoRA adapters on one frozen base. `model` is the peft model once one adapter exists."""
 

@@ -164,6 +164,17 @@ LOSSES = FORMS + ("fkl", "jsd")
 """every loss MOPDConfig.loss can name: the three forms, then the cures (computed only when chosen)"""
 PREFIXES = ("teacher", "gold")
 
+READ_ONLY_WITH = {  # field: (the settings that read it, in words; whether a config has them)
+    "clip": ("loss='pg'", lambda c: c.loss == "pg"),
+    "topk_correction": ("loss='topk' without topk_support", lambda c: c.loss == "topk" and not c.topk_support),
+    "topk_support": ("loss='topk'", lambda c: c.loss == "topk"),
+    "beta": ("loss='jsd'", lambda c: c.loss == "jsd"),
+    "lmbda_prefix": ("lmbda < 1", lambda c: c.lmbda < 1),
+}
+"""the MOPDConfig options that act only with some settings: anywhere else a value other than the
+default would be recorded (config.json, the export) as if it acted, so check() refuses it, naming
+both (GoldenGain.importance_cap: loss='pg' only, checked beside them)"""
+
 
 @dataclass
 class MOPDConfig:
@@ -196,7 +207,8 @@ class MOPDConfig:
     """where an off-policy step's prefixes come from: "teacher" (each domain's completions sampled by its own
     routed teacher) or "gold" (the gold answer's tokens and the end of turn)"""
     top_p: float = 1.0
-    """nucleus truncation of the student's rollouts (1: none; arXiv 2603.25562 samples with top-p); the loss
+    """nucleus truncation of the student's rollouts (1: none; arXiv 2603.25562 samples with top-p; the nucleus
+    always keeps the most likely token, so a tiny top_p samples greedily); the loss
     still reads the student's untruncated distribution. It cannot free a stuck student: where p_S(y) -> 1
     on a wrong token y, p_S(y) >= top_p and the nucleus is y alone, so the student samples y every time
     and trains on the same vanishing gradient; top_p only cuts the tail below (rollout.nucleus)"""
@@ -297,6 +309,7 @@ class MOPDConfig:
             raise ValueError(f"unknown lmbda_prefix {self.lmbda_prefix!r}; valid: {PREFIXES}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1] (1: no truncation), got {self.top_p}")
+        self.check_ignored()
         if self.lmbda < 1 and self.loss == "pg":
             raise ValueError("lmbda < 1 needs a loss on the teacher's full distribution (kl, fkl, jsd or topk): "
                              "MOPD-PG's advantage is a single-sample estimate that holds only for tokens the "
@@ -322,6 +335,29 @@ class MOPDConfig:
         if self.stuck_window < 1:
             raise ValueError(f"stuck_window must be >= 1 (steps), got {self.stuck_window}")
         check_loop(self)
+
+    def check_ignored(self) -> None:
+        """A ValueError for an option set away from its default where the chosen settings ignore it
+        (`READ_ONLY_WITH`), naming the option, its value and the setting that ignores it."""
+        defaults = MOPDConfig.__dataclass_fields__
+        for name, (reads, acts) in READ_ONLY_WITH.items():
+            value, default = getattr(self, name), defaults[name].default
+            if value != default and not acts(self):
+                raise ValueError(f"{name}={value!r} has no effect with {self._ignoring(name)}: {name} acts only "
+                                 f"with {reads}; leave {name} at its default {default!r}, or choose {reads}")
+        gg = self.golden_gain
+        if isinstance(gg, GoldenGain) and gg.importance_cap is not None and self.loss != "pg":
+            raise ValueError(f"golden_gain.importance_cap={gg.importance_cap!r} has no effect with loss={self.loss!r}: "
+                             "the importance weight acts only with loss='pg' (Top-k and the KLs read the full "
+                             "distribution at each prefix); leave it at None, or choose loss='pg'")
+
+    def _ignoring(self, name: str) -> str:
+        """The setting that makes option `name` idle, as the user gave it."""
+        if name == "lmbda_prefix":
+            return f"lmbda={self.lmbda!r}"
+        if name == "topk_correction" and self.loss == "topk":
+            return "topk_support=True"
+        return f"loss={self.loss!r}"
 
     @property
     def route(self) -> dict[str, str]:

@@ -142,3 +142,10 @@ def flops(total: dict, N: int, n: int) -> float:
     forward = total.get("cost/sample_prefill_tokens", 0) + total.get("cost/generated_tokens", 0) \
         + total.get("cost/teacher_prefill_tokens", 0)
     return (2 * N + 2 * n) * forward + (4 * N + 6 * n) * total.get("cost/trained_tokens", 0)
+
+
+# every public function above checks its annotated arguments when called from outside the package
+# (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())

@@ -69,6 +69,7 @@ from .rollout import (Rollout, check_budget, completion_logits, concat, pack, pr
 from .ucmopd import (endorsement_mask, entropy, golden_gain_keep,
                      positive_advantage_density)
 from .runs import Run, adamw, guarded_step, teacher_manifest, train_mode
+from .validate import guarded
 # the config and its UCMOPD options live in the torch-free config module; importable from here as before
 from .config import FORMS, LOSSES, PREFIXES, Endorsement, GoldenGain, MOPDConfig  # noqa: F401
 
@@ -313,6 +314,7 @@ def track(bank: AdapterBank, cfg: MOPDConfig, examples: list, step: int) -> list
 # ---------------------------------------------------------------------------------------------
 
 
+@guarded
 def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
     """Create (or resume) the student adapter and distil every domain's teacher into it."""
     cfg.check()

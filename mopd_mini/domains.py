@@ -19,9 +19,12 @@ from dataclasses import dataclass, field
 
 import factworld
 
+from .validate import guarded, guarded_methods, name_rule, validate
+
 EVAL_SPLITS = ("test", "val")
 
 
+@guarded_methods
 @dataclass(frozen=True)
 class Domain:
     """One capability to compose: a FactWorld task and the lengths it is trained and tested at."""
@@ -40,6 +43,7 @@ class Domain:
     """how an answer is graded, reward and evaluation alike: relaxed (the whole gold) or final (its last token)"""
 
     def __post_init__(self):
+        validate(self)  # every field by its annotation first (a list of lengths is stored as a tuple)
         if self.answer_style not in factworld.ANSWER_STYLES:
             raise ValueError(f"domain {self.name!r}: unknown answer_style {self.answer_style!r}; "
                              f"valid: {factworld.ANSWER_STYLES}")
@@ -93,7 +97,8 @@ REGIME_DOMAINS = {
 }
 
 
-def get_domains(names=None) -> dict[str, Domain]:
+@guarded
+def get_domains(names: str | tuple[str, ...] | None = None) -> dict[str, Domain]:
     """The named domains (default: the course's, DOMAINS; one name may be given as a plain string;
     the regime study's are found by name), or a ValueError listing the valid names."""
     names = list(DOMAINS) if names is None else [names] if isinstance(names, str) else list(names)
@@ -105,3 +110,32 @@ def get_domains(names=None) -> dict[str, Domain]:
     if unknown:
         raise ValueError(f"unknown domain(s) {unknown}; {valid}")
     return {n: known[n] for n in names}
+
+
+def is_domain_field(name: str) -> bool:
+    """A config field or a function argument that holds domain names: domain, domains, *_domains."""
+    return name in ("domain", "domains") or name.endswith("_domains")
+
+
+def check_domain_names(label: str, name: str, value) -> None:
+    """The names rule of `validate` for the domains (`is_domain_field`): known domain names, each at
+    most once; a ValueError naming `label` (the field or argument), the value and the fix. A dict
+    of Domain objects (evaluate's `domains`) is not names: left alone."""
+    if isinstance(value, dict):
+        return
+    names = (value,) if isinstance(value, str) else tuple(value)
+    if not all(isinstance(n, str) for n in names):
+        return
+    repeated = sorted({d for d in names if names.count(d) > 1})
+    if repeated:
+        raise ValueError(f"{label}={value!r} names {repeated} more than once; each domain once "
+                         f"(a repeat would train its prompts twice a step but export them once), e.g. "
+                         f"{name}={tuple(dict.fromkeys(names))!r}")
+    if names or name != "eval_domains":
+        try:
+            get_domains(names)
+        except ValueError as err:
+            raise ValueError(f"{label}={value!r}: {err}") from None
+
+
+name_rule(is_domain_field, check_domain_names)

@@ -27,6 +27,7 @@ import factworld
 from .adapters import AdapterBank
 from .domains import EVAL_SPLITS, Domain, get_domains
 from .rollout import generate_answers
+from .validate import guarded
 from .config import TEACHER_OF  # noqa: F401  (the adapter name of domain d's teacher; kept importable from here)
 
 
@@ -44,6 +45,7 @@ def accuracy_by_length(model, tokenizer, domains: dict[str, Domain], n: int, spl
             for name, d in domains.items() for L in d.eval_lengths}
 
 
+@guarded
 def evaluate(bank: AdapterBank, adapters: list[str], domains: dict[str, Domain] | None = None,
              n: int = 200, seed: int = 0, lengths: dict[str, tuple] | None = None,
              split: str = "test") -> dict:
@@ -71,6 +73,7 @@ def domain_score(table: dict, adapter: str, domain: str, lengths=None) -> float:
     return fmean(by_len[L] for L in (lengths or by_len))
 
 
+@guarded
 def normalised_scores(table: dict, student: str = "student", base: str = "base",
                       teachers: dict[str, str] | None = None, lengths: dict | None = None) -> dict:
     """Per domain: the student's, base's and teacher's scores, the denominator and the ratio.
@@ -86,6 +89,7 @@ def normalised_scores(table: dict, student: str = "student", base: str = "base",
     return out
 
 
+@guarded
 def format_table(table: dict) -> str:
     """Markdown: one row per adapter, one column per (domain, length); binding floor last."""
     adapters = list(table["acc"])
@@ -100,6 +104,7 @@ def format_table(table: dict) -> str:
     return "\n".join(lines)
 
 
+@guarded
 def format_scores(scores: dict) -> str:
     lines = ["| domain | base | teacher | denominator | model | normalised |", "| --- | --- | --- | --- | --- | --- |"]
     for d, v in scores.items():

@@ -37,9 +37,11 @@ from .evaluation import accuracy_by_length
 from .losses import group_advantages, policy_gradient_loss
 from .rollout import check_budget, completion_logits, prefill_reusable, sample, token_logprobs
 from .runs import Run, adamw, guarded_step, train_mode
+from .validate import guarded
 from .config import GRPOConfig  # noqa: F401  (the config lives in the torch-free config module; importable from here)
 
 
+@guarded
 def train_teacher(bank: AdapterBank, cfg: GRPOConfig) -> Run:
     """Create (or copy from `cfg.init_from`, or resume) the adapter and train it with GRPO on
     `cfg.domain` (one domain: a teacher; several: Mix-RL)."""

@@ -202,6 +202,18 @@ def cell_label(loss: str, clip: float | None = 5.0, k: int = 64, correction: boo
     return "exact kl" if loss == "kl" else loss
 
 
+def knobs_read(loss: str, clip: float | None = 5.0, k: int = 64, correction: bool = True) -> dict:
+    """The MOPDConfig overrides of a lab setting that its loss reads: the clip for PG, the
+    correction for Top-k, k always (the teacher's top-k set, and the logged top-k masses). A knob
+    the loss ignores is left at its default, which MOPDConfig.check asks (`config.READ_ONLY_WITH`)."""
+    knobs = {"loss": loss, "topk": k}
+    if loss == "pg":
+        knobs["clip"] = clip
+    if loss == "topk":
+        knobs["topk_correction"] = correction
+    return knobs
+
+
 def grid_settings(grid: dict = GRID) -> list[dict]:
     """One entry per distinct run of the grid: the knobs that change training, the rest shared."""
     cells = [{"loss": "pg", "clip": c} for c in grid["clips"]]
@@ -723,6 +735,13 @@ def main(argv=None) -> None:
     grid = make_grid(bank, args.out)
     print(f"{len(grid['cells'])} runs in {grid['seconds']} s -> {args.out}")
 
+# every public function of this module checks its annotated arguments when called from outside the package
+# (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())
+
 
 if __name__ == "__main__":
     main()
+

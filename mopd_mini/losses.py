@@ -576,3 +576,10 @@ def group_advantages(rewards: Tensor, eps: float = 1e-6) -> tuple[Tensor, Tensor
     keep = (r != r[:, :1]).any(dim=1)                      # (P,) some reward differs: variance > 0
     A = (r - mean) / (std + eps)                           # (P, G)
     return torch.where(keep[:, None], A, 0.0), keep
+
+
+# every public function above checks its annotated arguments when called from outside the package
+# (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())

@@ -24,6 +24,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config
 
 from .tokenizer import qwen3_tokenizer
+from .validate import guarded
 
 TINY = "tiny"
 TINY_DIR = Path(__file__).parent / "tiny_base"
@@ -78,6 +79,7 @@ def bf16_supported(device: torch.device) -> bool:
         return torch.cuda.is_bf16_supported(including_emulation=False)
 
 
+@guarded
 def load_base(name: str = TINY, *, dtype: torch.dtype | None = None, quantize: str | None = None,
               device: str | torch.device | None = None, shrink: dict | None = None):
     """(model, tokenizer) for `name`: "tiny", a Qwen3 hub id or local folder, or "qwen3-1.7b-random".

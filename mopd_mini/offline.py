@@ -56,6 +56,7 @@ from . import routing
 from .adapters import AdapterBank, atomic_write
 from .domains import get_domains
 from .evaluation import accuracy_by_length
+from .validate import guarded
 from .losses import sft_loss, soft_label_kl
 from .rollout import completion_logits, pack, sample
 from . import runs
@@ -157,6 +158,7 @@ def read_cache(path: Path, rows: int) -> Collected | None:
         return None
 
 
+@guarded
 @torch.no_grad()
 def collect(bank: AdapterBank, cfg: OfflineConfig) -> Collected:
     """Each domain's teacher samples K completions of each of its first `prompts_per_domain`
@@ -213,6 +215,7 @@ def batch_indices(n: int, batch_size: int, step: int, seed: int) -> list[int]:
     return out
 
 
+@guarded
 def train_offline(bank: AdapterBank, cfg: OfflineConfig, data: Collected | None = None) -> Run:
     """Create (or resume) a fresh student adapter and train it on the teachers' kept samples of
     every domain, by cross-entropy (sft) or by the forward KL from the routed teacher (soft)."""

@@ -28,6 +28,7 @@ import factworld
 
 from .losses import log_softmax_at
 from .tokenizer import INSTRUCTION, is_tiny
+from .validate import guarded
 
 
 # ---------------------------------------------------------------------------------------------
@@ -171,6 +172,7 @@ def _draw(probs: Tensor, generator: torch.Generator | None) -> Tensor:
     return torch.multinomial(probs, 1, generator=generator)[:, 0]
 
 
+@guarded
 @torch.no_grad()
 def sample(model, tokenizer, examples: list, *, temperature: float = 1.0, greedy: bool = False,
            max_new_tokens: int = 8, generator: torch.Generator | None = None, top_p: float = 1.0,
@@ -268,10 +270,15 @@ def pack(model, tokenizer, examples: list, completions: list[list[int]]) -> Roll
 
 def nucleus(logp: Tensor, top_p: float) -> Tensor:
     """Top-p truncation of (B, V) log-probs: keep the most likely tokens whose cumulative mass
-    reaches top_p (the first always), renormalise; the others get -inf."""
+    reaches top_p (the most likely one always, whatever top_p in (0, 1]), renormalise; the others
+    get -inf. The first token is kept by position, not by `0 >= top_p`: a top_p below float32's
+    smallest number (1e-300) compares as 0 and would drop every token (an all -inf row, which
+    torch.multinomial refuses at step 1)."""
     sorted_logp, order = logp.sort(-1, descending=True)                     # (B, V)
     before = sorted_logp.exp().cumsum(-1) - sorted_logp.exp()               # mass strictly before each
-    drop = torch.zeros_like(logp, dtype=torch.bool).scatter(-1, order, before >= top_p)  # vocabulary order
+    cut = before >= top_p
+    cut[..., 0] = False                                                     # the most likely token, always
+    drop = torch.zeros_like(logp, dtype=torch.bool).scatter(-1, order, cut)  # vocabulary order
     kept = logp.masked_fill(drop, -torch.inf)
     return kept - kept.logsumexp(-1, keepdim=True)
 
@@ -360,6 +367,7 @@ def token_logprobs(logits: Tensor, ids: Tensor) -> Tensor:
     return log_softmax_at(logits, ids[..., None])[..., 0]
 
 
+@guarded
 def generate_answers(model, tokenizer, prompts: list[str], max_new_tokens: int = 8,
                      batch_size: int = 64) -> list[str]:
     """Greedy answers to raw FactWorld prompts (exactly `Example.prompt`), in the model's own

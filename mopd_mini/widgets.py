@@ -48,7 +48,7 @@ NO_CLIP = math.inf
 """the clip slider's "none" stop: PG without a clip"""
 
 
-def no_none(clip: float) -> float | None:
+def no_none(clip) -> float | None:  # no annotation: NO_CLIP is inf, which a float argument may not be
     """The slider's clip as the trainer takes it: NO_CLIP -> None."""
     return None if clip == NO_CLIP else clip
 
@@ -218,8 +218,7 @@ def loss_lab(bank, history: dict, steps: int = lab.STEPS, model: str = "tiny", g
         knobs["clip"] = no_none(knobs["clip"])
         label = "live · " + lab.cell_label(**knobs)
         status.value = f"training {label} ..."
-        history[label] = lab.short_run(bank, steps=steps, model=model, loss=knobs["loss"], clip=knobs["clip"],
-                                       topk=knobs["k"], topk_correction=knobs["correction"]).metrics
+        history[label] = lab.short_run(bank, steps=steps, model=model, **lab.knobs_read(**knobs)).metrics
         status.value = f"trained {label}"
         picker.update()
 
@@ -343,6 +342,12 @@ def stuck_slider(beta: float = 0.5):
     return interact(show, p_wrong=FloatSlider(value=0.99, min=0.5, max=0.999, step=0.001, readout_format=".3f",
                                               description="p_S(wrong)", continuous_update=False))
 
+# every public function of this module checks its annotated arguments when called from outside the package
+# (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())
+
 
 if __name__ == "__main__":   # python -m mopd_mini.widgets [trace.json]: time the widgets' redraws
     import json
@@ -354,3 +359,4 @@ if __name__ == "__main__":   # python -m mopd_mini.widgets [trace.json]: time th
     trace = json.loads(open(sys.argv[1]).read()) if len(sys.argv) > 1 else None
     for name, t in time_redraws(trace).items():
         print(f"{name:22} " + "  ".join(f"{k} {v:8.2f}" for k, v in t.items()))
+

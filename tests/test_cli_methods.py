@@ -194,11 +194,14 @@ def test_the_cures_flags_are_listed_and_parse(capsys):
     parser = argparse.ArgumentParser()
     cli.add_config_flags(parser, MOPDConfig)
     values = cli.config_values(MOPDConfig, parser.parse_args(
-        ["--loss", "fkl", "--beta", "0.3", "--lmbda", "0.5", "--top-p", "0.9", "--lmbda-prefix", "gold",
+        ["--loss", "jsd", "--beta", "0.3", "--lmbda", "0.5", "--top-p", "0.9", "--lmbda-prefix", "gold",
          "--topk-support"]))
     assert {k: values[k] for k in ("loss", "beta", "lmbda", "top_p", "lmbda_prefix", "topk_support")} == dict(
-        loss="fkl", beta=0.3, lmbda=0.5, top_p=0.9, lmbda_prefix="gold", topk_support=True)
-    MOPDConfig(**values).check()
+        loss="jsd", beta=0.3, lmbda=0.5, top_p=0.9, lmbda_prefix="gold", topk_support=True)
+    with pytest.raises(ValueError, match="topk_support=True has no effect with loss='jsd'"):
+        MOPDConfig(**values).check()                                   # jsd ignores topk_support: refused
+    MOPDConfig(**{**values, "topk_support": False}).check()            # jsd reads beta
+    MOPDConfig(**{**values, "loss": "topk", "beta": 0.5}).check()      # Top-k reads topk_support
     values = cli.config_values(MOPDConfig, parser.parse_args(["--loss", "jsd", "--beta", "1.5"]))
     with pytest.raises(ValueError, match="beta"):
         MOPDConfig(**values).check()

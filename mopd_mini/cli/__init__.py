@@ -18,7 +18,10 @@ field's type gives the flag's parser (bool: --flag / --no-flag; `X | None`: the 
 such as UCMOPD's: `on` or name=value,name=value) and the string literal under the field gives
 its help. Nothing is written twice: a new config field is a new flag. Values not given keep the
 preset of `--model` (`Config.for_model`, so MOPD_FAST=1 works as in the notebooks), and a value the
-config refuses is reported with the config's own message (exit status 2, no traceback). Names,
+config refuses is reported with the config's own message (exit status 2, no traceback); so is a
+command's own list flag (--domain, --domains, --adapters, --density: `parsers.FLAG_TYPES`, by the
+same rules). Ctrl-C stops with one line (exit 130): what each run kept, and the command that
+resumes it. Names,
 the device, the model and the run folder are checked before the base loads; adapters a command
 reads (teachers, --init-from, merge inputs) come from runs/<experiment>/ or --from-experiment.
 
@@ -179,6 +182,11 @@ def main(argv: list[str] | None = None) -> int:
         runs.RUNS_DIR = Path(args.runs_dir)
     try:
         return args.run(args, sys.modules[__name__])
+    except KeyboardInterrupt:  # one line: what was kept, and the command that resumes (no traceback)
+        from .commands import interrupted
+
+        print(f"mopd-mini {args.command}: {interrupted(args, argv)}", file=sys.stderr)
+        return 130
     except ValueError as err:  # a setting the config or the library refuses: its own message
         print(f"mopd-mini {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -97,22 +97,34 @@ def check_model_reachable(name: str, reachable=hub_reachable) -> None:
                       f"for the course without weights use --model {TINY}")
 
 
-def check_writable(experiment: str | None) -> None:
-    """runs/<experiment>/ can be created and written (a file made and removed), before any compute."""
-    import tempfile
+def check_writable(experiment: str | None, names: tuple[str, ...] = ()) -> None:
+    """runs/<experiment>/<name>/ can be written for each adapter `names` a command writes, before any
+    compute, creating nothing (as `runs.writable`: the folder, or the nearest one above it that
+    exists, is a folder this user may write; a refused command leaves no empty runs/<experiment>/
+    behind). A folder that holds a checkpoint is left to the trainer, which reads it first
+    (`Run.open`): a finished run reloads from a read-only folder, as the library does; one that would
+    train on is refused there, before any step."""
+    import os
 
     from .. import runs
 
     if experiment is None:
         return
     folder = runs.RUNS_DIR / experiment
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as err:
-        raise ValueError(f"the run folder {folder} cannot be written ({err.strerror or err}); pick a "
-                         "writable --runs-dir (or another --experiment)") from None
+    for name in names:
+        if (folder / name / "checkpoint.pt").exists():
+            continue
+        at = folder / name
+        while not at.exists() and at != at.parent:
+            at = at.parent
+        if not at.is_dir():
+            why = f"{at} is a file, not a folder"
+        elif not os.access(at, os.W_OK | os.X_OK):
+            why = f"{at} is not writable by this user"
+        else:
+            continue
+        raise ValueError(f"the run folder {folder} cannot be written ({why}); pick a writable --runs-dir "
+                         "(or another --experiment)")
 
 
 ROLES = {"group_size": "a GRPO run (teachers, mix-rl, cascade)", "student": "a MOPD student (distill)",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .checks import ROLES, adapters_in, check_device, check_name, check_output, check_writable, run_folder
 from .flags import config_from_args, config_values
+from ..validate import check_value
 
 
 def prepare(args, cli, experiment: str | None, writes: tuple[str, ...] = (), reads: tuple[str, ...] = (),
@@ -41,8 +42,49 @@ def prepare(args, cli, experiment: str | None, writes: tuple[str, ...] = (), rea
                          teacher=args.command == "teachers")
     check_device(args.device)
     cli.check_model(args.model)
-    check_writable(experiment if writes else None)
+    check_writable(experiment, writes)
+    args.writes_to = tuple(run_folder(experiment) / name for name in writes) if experiment is not None else ()
     return folder
+
+
+def check_flags(args) -> None:
+    """The command's own flags (`parsers.FLAG_TYPES`; a config's fields pass through its check())
+    checked by the configs' rules, from their annotations, before any work: a ValueError naming
+    the flag, the value and what it accepts (a domain twice, an unknown one, nan). Each command
+    calls it first (teachers: after its configs, whose own message names an unknown domain)."""
+    from .parsers import FLAG_TYPES
+
+    for dest, (rule, tp) in FLAG_TYPES.get(args.command, {}).items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        check_value("mopd-mini " + args.command, rule, tuple(value) if isinstance(value, list) else value, tp,
+                    label="--" + dest.replace("_", "-"))
+
+
+def interrupted(args, argv: list[str]) -> str:
+    """One line after a Ctrl-C: what each adapter the command writes kept (its last checkpoint's
+    step, from the metrics saved with it) and the command that resumes."""
+    import json
+    import shlex
+
+    kept = []
+    for folder in getattr(args, "writes_to", ()):
+        try:
+            steps = json.loads((folder / "config.json").read_text()).get("steps")
+            rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+            step = max((r.get("step", 0) for r in rows), default=None)
+        except (OSError, ValueError, AttributeError):
+            steps = step = None
+        if not (folder / "checkpoint.pt").exists() or step is None:
+            kept.append(f"{folder.name}: no checkpoint yet")
+        elif step == steps:
+            kept.append(f"{folder.name}: finished ({folder})")
+        else:
+            kept.append(f"{folder.name}: checkpoint at step {step}{f' of {steps}' if steps else ''} in {folder}")
+    what = "; ".join(kept) if kept else "nothing written"
+    again = "mopd-mini " + " ".join(shlex.quote(a) for a in argv)
+    return f"interrupted (Ctrl-C): {what}. Run the same command to resume from there: {again}"
 
 
 def _accuracies(row: dict) -> str:
@@ -81,7 +123,9 @@ def cmd_teachers(args, cli) -> int:
         raise ValueError("--name and --init-from name ONE adapter, and teachers trains one adapter per domain "
                          "(teacher_<domain>): give one --domain, or train one adapter on several domains "
                          "with `mopd-mini mix-rl`")
-    return _grpo(args, cli, [config_from_args(GRPOConfig, args, args.model, domain=d) for d in domains])
+    configs = [config_from_args(GRPOConfig, args, args.model, domain=d) for d in domains]  # each domain known
+    check_flags(args)                                                                     # ... and named once
+    return _grpo(args, cli, configs)
 
 
 def cmd_mix_rl(args, cli) -> int:
@@ -164,6 +208,7 @@ def cmd_merge(args, cli) -> int:
     from .. import runs
     from ..adapters import atomic_write
 
+    check_flags(args)
     weights = dict(args.weights)
     if len(weights) < len(args.weights):
         raise ValueError(f"--weights names an adapter twice: {[w for w, _ in args.weights]}")
@@ -193,6 +238,7 @@ def evaluate_folder(args, cli) -> str:
     """The accuracy table of base + every adapter of runs/<experiment>/, and the normalised score
     of every non-teacher adapter whose domains all have a teacher there."""
     check_name("--experiment", args.experiment)
+    check_flags(args)
     if args.n < 1:
         raise ValueError(f"--n (test prompts per domain and length) must be >= 1, got {args.n}")
     folder = run_folder(args.experiment)

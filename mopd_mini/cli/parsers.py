@@ -108,6 +108,18 @@ def _evaluate_parser(e) -> None:
                    "[default: the course's, binding and recall; the regime study's: chain, conflict, memory]")
 
 
+FLAG_TYPES = {
+    "teachers": {"domain": ("domains", tuple[str, ...])},
+    "evaluate": {"adapters": ("adapters", tuple[str, ...]), "domains": ("domains", tuple[str, ...]),
+                 "n": ("n", int), "seed": ("seed", int)},
+    "merge": {"density": ("density", float), "seed": ("seed", int)},
+}
+FLAG_TYPES["results"] = FLAG_TYPES["evaluate"]
+"""each command's own list and number flags (not a config's fields, which its check() validates):
+dest -> (the name the rules read, the annotation), checked by `validate.check_value` before any
+work (`commands.check_flags`): teachers' --domain names each domain once (one teacher each),
+evaluate's --domains known domains once, merge's --density a finite float"""
+
 BUILDERS = {"teachers": _teachers_parser, "mix-rl": _mix_rl_parser, "cascade": _cascade_parser,
             "distill": _distill_parser, "rft": _offline_parser("sft"), "soft-labels": _offline_parser("soft"),
             "merge": _merge_parser, "evaluate": _evaluate_parser, "results": _evaluate_parser}
