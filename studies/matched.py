@@ -484,14 +484,18 @@ def figure(rep: dict, folder: Path) -> None:
     plt.close(fig)
 
 
-def write(rep: dict, docs: Path = DOCS) -> None:
+def write(rep: dict, docs: Path = DOCS, source: Path | None = None, allow_shrink: bool = False) -> None:
     """docs/matched.json, the figure, and docs/matched.md's results section (the pre-registration
-    above it is kept as committed)."""
-    atomic_write(docs / "matched.json", json.dumps(rep, indent=1, default=str).encode())
-    figure(rep, docs / "figures")
+    above it is kept as committed). Rendered from the JSON at `source` (--render): refused before any
+    write if the page would show fewer table rows than the one there (`slices.guard_render`)."""
     page = docs / "matched.md"
     head = above_header(page.read_text(), RESULTS).rstrip() + "\n\n" if page.exists() else "# Matched RL budgets\n\n"
-    page.write_text(head + results_markdown(rep))
+    text = head + results_markdown(rep)
+    if source is not None:
+        text = slices.guard_render(page, text, source, rep, allow_shrink)
+    atomic_write(docs / "matched.json", json.dumps(rep, indent=1, default=str).encode())
+    figure(rep, docs / "figures")
+    page.write_text(text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -806,17 +810,21 @@ def splice(text: str, section: list[str]) -> str:
     return head + "\n".join(lines[:start] + section + lines[end:]).rstrip() + "\n"
 
 
-def write_cures(rep: dict, out: Path) -> None:
+def write_cures(rep: dict, out: Path, source: Path | None = None, allow_shrink: bool = False) -> None:
     """The `cures` blocks into out/matched.json (read again now: every other key as it is on disk)
-    and their sections into out/regimes.md's Results."""
+    and their sections into out/regimes.md's Results. Rendered from the JSON at `source` (--render
+    --cures): refused before any write if regimes.md would show fewer table rows (`slices.guard_render`)."""
     saved = out / "matched.json"
-    disk = json.loads(saved.read_text())
+    disk = slices.read_record(saved, "matched-cures") if source is not None else json.loads(saved.read_text())
     for key, by_T in rep["by_T"].items():
         if "cures" in by_T:
             disk["by_T"][key]["cures"] = by_T["cures"]
-    atomic_write(saved, json.dumps(disk, indent=1, default=str).encode())
     page = out / CURES_PAGE
-    page.write_text(splice(page.read_text() if page.exists() else "# The regime study\n\n", cures_sections(disk)))
+    text = splice(page.read_text() if page.exists() else "# The regime study\n\n", cures_sections(disk))
+    if source is not None:
+        text = slices.guard_render(page, text, source, disk, allow_shrink)
+    atomic_write(saved, json.dumps(disk, indent=1, default=str).encode())
+    page.write_text(text)
 
 
 def check_cures_target(out: Path, Ts: tuple) -> dict:
@@ -993,6 +1001,8 @@ def main(argv=None):
     p.add_argument("--estimate", action="store_true", help="time a few steps of every trainer and print the "
                    "plan's CPU and wall time (nothing trained to disk)")
     p.add_argument("--render", metavar="JSON", help="rewrite the results section and figure from a saved matched.json")
+    p.add_argument("--allow-shrink", action="store_true", help="with --render: write the page even if it shows "
+                   "fewer table rows than the one at --out (recorded in the JSON and said on the page)")
     p.add_argument("--cures", action="store_true", help="the stuck student's cures beside exact KL at --T (default "
                    f"{CURES_T}): docs/regimes.md's course-setting check, written to matched.json's by_T.<T>.cures and "
                    "regimes.md's Results")
@@ -1030,16 +1040,20 @@ def main(argv=None):
               f"{est['cpu_share']:.2f})")
         return est
     if args.render and args.cures:
-        rep = json.loads(Path(args.render).read_text())
-        if not args.no_write:
-            write_cures(rep, Path(args.out))
-        print("\n".join(cures_sections(rep)))
+        source = Path(args.render)
+        rep = slices.read_record(source, "matched-cures")
+        with slices.rendering(source):
+            if not args.no_write:
+                write_cures(rep, Path(args.out), source, args.allow_shrink)
+            print("\n".join(cures_sections(rep)))
         return rep
     if args.render:
-        rep = json.loads(Path(args.render).read_text())
-        if not args.no_write:
-            write(rep, Path(args.out))
-        print(results_markdown(rep))
+        source = Path(args.render)
+        rep = slices.read_record(source, "matched")
+        with slices.rendering(source):
+            if not args.no_write:
+                write(rep, Path(args.out), source, args.allow_shrink)
+            print(results_markdown(rep))
         return rep
     Ts = tuple(args.T or (plan.Ts if args.quick or not args.cures else (CURES_T,)))
     unknown = [T for T in Ts if T < 1]
