@@ -546,9 +546,11 @@ def guard_render(page: Path, text: str, source: Path, data: dict, allow_shrink: 
     before = table_rows(page.read_text()) if page.exists() else 0
     after = table_rows(text)
     smaller = [f"{page} would show {after} table rows where it shows {before}"] if after < before else []
+    said = []   # what the page says of it (file names, no machine's paths)
     for name, (old, new) in (sections or {}).items():
         if old is not None and leaves(new) < leaves(old):
             smaller.append(f"{source}'s section {name!r} would hold {leaves(new)} values where it holds {leaves(old)}")
+            said.append(f"{Path(source).name}'s {name!r} {leaves(new)} values where it held {leaves(old)}")
     if smaller and not allow_shrink:
         raise ShrinkError(f"not rendered: {'; '.join(smaller)} ({source} holds fewer records than the page shows). "
                           f"Restore {source} (git diff -- {source}), or pass --allow-shrink to write the smaller "
@@ -557,9 +559,12 @@ def guard_render(page: Path, text: str, source: Path, data: dict, allow_shrink: 
         import time
 
         data.setdefault(SHRINK, []).append({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                                            "page": page.name, "rows": [before, after], "why": "; ".join(smaller)})
-    notes = [f"**Partial on purpose** ({r['date']}): rendered with --allow-shrink, {r['rows'][1]} table rows where "
-             f"the page showed {r['rows'][0]} ({r['why']})." for r in data.get(SHRINK, []) if r.get("page") == page.name]
+                                            "page": page.name, "source": Path(source).name, "rows": [before, after],
+                                            "sections": "; ".join(said)})
+    notes = [f"**Partial on purpose** ({r['date']}): rendered from {r.get('source')} with --allow-shrink, "
+             f"{r['rows'][1]} table rows where the page showed {r['rows'][0]}"
+             + (f" ({r['sections']})" if r.get("sections") else "") + "."
+             for r in data.get(SHRINK, []) if r.get("page") == page.name]
     return text.rstrip() + "\n\n" + "\n\n".join(notes) + "\n" if notes else text
 
 

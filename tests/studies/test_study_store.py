@@ -141,6 +141,14 @@ def test_matched_render_checks_its_json_and_never_shrinks_the_page(tmp_path):
     with pytest.raises(SystemExit, match=r"matched.md would show \d+ table rows where it shows \d+"):
         matched.main(["--render", str(write(tmp_path / "fewer.json", rep)), "--out", str(out)])
     assert files(out) == before
+    matched.main(["--render", str(tmp_path / "fewer.json"), "--out", str(out), "--allow-shrink"])   # on purpose
+    page = (out / "matched.md").read_text()
+    assert page.rstrip().splitlines()[-1].startswith("**Partial on purpose**") and "rendered from fewer.json with " \
+        "--allow-shrink, " in page
+    [said] = json.loads((out / "matched.json").read_text())[slices.SHRINK]
+    assert said["page"] == "matched.md" and said["rows"][0] > said["rows"][1]
+    matched.main(["--render", str(out / "matched.json"), "--out", str(out)])   # the label stays on every render
+    assert (out / "matched.md").read_text() == page
 
 
 def test_ablations_render_checks_its_json_and_never_shrinks_the_page(tmp_path, monkeypatch):
