@@ -393,6 +393,9 @@ beyond them every number of the file must be finite, every accuracy in [0, 1] (a
 "acc" or "acc/...", or a score's model, base and teacher), and a normalised score (and their mean)
 the one its accuracies give (`check_record`)"""
 
+DERIVED = {"regimes": ("views",)}
+"""sections a render writes from the records (not read by it): their values are not checked"""
+
 KINDS = {"mapping": "a mapping", "records": "a mapping with at least one record", "list": "a list",
          "text": "a string", "number": "a finite number"}
 
@@ -410,14 +413,15 @@ def _is_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _fits(x, kind: str) -> bool:
+def _fits(x, kind: str, undefined: bool = False) -> bool:
+    nan = undefined and isinstance(x, float) and x != x   # NaN where a normalised score is undefined (`_degenerate`)
     return {"mapping": isinstance(x, dict), "records": isinstance(x, dict) and bool(x), "list": isinstance(x, list),
-            "text": isinstance(x, str), "number": _is_number(x)}[kind]
+            "text": isinstance(x, str), "number": _is_number(x) or nan}[kind]
 
 
-def _need(data, parts: list[str], at: list[str], kind: str, path: Path) -> None:
+def _need(data, parts: list[str], at: list[str], kind: str, path: Path, undefined: bool = False) -> None:
     if not parts:
-        if not _fits(data, kind):
+        if not _fits(data, kind, undefined):
             raise RecordError(f"{path}: key {'.'.join(at)!r}: expected {KINDS[kind]}, found {_found(data)}")
         return
     head, rest = parts[0], parts[1:]
@@ -425,23 +429,41 @@ def _need(data, parts: list[str], at: list[str], kind: str, path: Path) -> None:
         raise RecordError(f"{path}: key {'.'.join(at) or '(the top)'!r}: expected a mapping, found {_found(data)}")
     if head == "*":
         for k, v in data.items():
-            _need(v, rest, at + [str(k)], kind, path)
+            _need(v, rest, at + [str(k)], kind, path, undefined)
     elif head not in data:
         raise RecordError(f"{path}: key {'.'.join(at + [head])!r} is missing: expected {KINDS[kind]} there "
                           "(the page is rendered from it)")
     else:
-        _need(data[head], rest, at + [head], kind, path)
+        _need(data[head], rest, at + [head], kind, path, undefined)
 
 
 SCORE = {"model", "base", "teacher", "denominator", "normalised"}
 
 
-def _values(data, path: Path, at: tuple = (), acc: bool = False) -> None:
-    """Every number finite; every accuracy in [0, 1]; every normalised score its accuracies' one."""
+def _degenerate(data) -> bool:
+    """Whether a normalised score of the file is undefined: a denominator (teacher - base) of 0, as a
+    smoke run's untrained teachers give; then its scores, and what is made of them, are NaN."""
+    if isinstance(data, dict):
+        if SCORE <= set(data) and _is_number(data["denominator"]) and abs(data["denominator"]) <= 1e-9:
+            return True
+        if any(_is_number(v) and abs(v) <= 1e-9 for v in (data.get("denominators") or {}).values()
+               if isinstance(data.get("denominators"), dict)):
+            return True
+        return any(_degenerate(v) for v in data.values())
+    return isinstance(data, list) and any(_degenerate(v) for v in data)
+
+
+def _values(data, path: Path, at: tuple = (), acc: bool = False, undefined: bool = False) -> None:
+    """Every number finite (NaN only where a normalised score is `undefined` in the file: a teacher no
+    better than the base); every accuracy in [0, 1]; every normalised score its accuracies' one."""
     import math
 
     where = lambda: ".".join(at) or "(the top)"  # noqa: E731
     if isinstance(data, dict):
+        if SCORE <= set(data) and _is_number(data["denominator"]) and abs(data["denominator"]) > 1e-9 \
+                and not _is_number(data["normalised"]):
+            raise RecordError(f"{path}: key {where() + '.normalised'!r}: expected a finite number (its denominator "
+                              f"is {data['denominator']:.6g}), found {data['normalised']!r}")
         if SCORE <= set(data) and all(_is_number(data[k]) for k in SCORE):
             for k in ("model", "base", "teacher"):
                 if not 0 <= data[k] <= 1:
@@ -451,20 +473,21 @@ def _values(data, path: Path, at: tuple = (), acc: bool = False) -> None:
             if want is not None and not math.isclose(want, data["normalised"], rel_tol=1e-6, abs_tol=1e-9):
                 raise RecordError(f"{path}: key {where() + '.normalised'!r}: expected (model - base) / denominator "
                                   f"= {want:.6g} from its accuracies, found {data['normalised']!r}")
-        parts = [v["normalised"] for v in data.values() if isinstance(v, dict) and SCORE <= set(v)
-                 and _is_number(v["normalised"])]
-        if parts and _is_number(data.get("mean")) and not math.isclose(
+        parts = [v["normalised"] for v in data.values() if isinstance(v, dict) and SCORE <= set(v)]
+        if parts and all(map(_is_number, parts)) and _is_number(data.get("mean")) and not math.isclose(
                 data["mean"], sum(parts) / len(parts), rel_tol=1e-6, abs_tol=1e-9):
             raise RecordError(f"{path}: key {where() + '.mean'!r}: expected the mean of its domains' normalised "
                               f"scores, {sum(parts) / len(parts):.6g}, found {data['mean']!r}")
         for k, v in data.items():
-            _values(v, path, at + (str(k),), acc or k == "acc" or str(k).startswith("acc/"))
+            _values(v, path, at + (str(k),), acc or k == "acc" or str(k).startswith("acc/"), undefined)
     elif isinstance(data, list):
         for i, v in enumerate(data):
-            _values(v, path, at + (str(i),), acc)
+            _values(v, path, at + (str(i),), acc, undefined)
     elif isinstance(data, (int, float)) and not isinstance(data, bool):
-        if not math.isfinite(data):
-            raise RecordError(f"{path}: key {where()!r}: expected a finite number, found {data!r}")
+        if not math.isfinite(data) and not (undefined and math.isnan(data) and not acc):
+            raise RecordError(f"{path}: key {where()!r}: expected a finite number, found {data!r}"
+                              + ("" if undefined else " (NaN only where a normalised score is undefined: a "
+                                 "denominator, teacher minus base, of 0)"))
         if acc and not 0 <= data <= 1:
             raise RecordError(f"{path}: key {where()!r}: expected an accuracy in [0, 1], found {data!r}")
 
@@ -477,9 +500,11 @@ def check_record(data, study: str, path: Path, extra: dict[str, str] | None = No
     rules on its values; a RecordError naming the file, the key and what it expected."""
     if not isinstance(data, dict):
         raise RecordError(f"{path}: expected a JSON object of {study}'s sections, found {_found(data)}")
+    checked = {k: v for k, v in data.items() if k not in DERIVED.get(study, ()) and k != SHRINK}
+    undefined = _degenerate(checked)
     for key, kind in {**NEEDS[study], **(extra or {})}.items():
-        _need(data, key.split("."), [], kind, path)
-    _values(data, path)
+        _need(data, key.split("."), [], kind, path, undefined)
+    _values(checked, path, undefined=undefined)
     return data
 
 

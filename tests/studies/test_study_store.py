@@ -75,6 +75,24 @@ def test_the_schema_check_names_the_file_the_key_and_what_it_expected(tmp_path, 
         slices.read_record(path, "baselines")
 
 
+def test_nan_is_accepted_only_where_a_normalised_score_is_undefined():
+    """A smoke run's teachers equal the base (denominator 0): its normalised scores are NaN, and its page renders;
+    the same NaN beside a denominator that is not 0 is refused."""
+    nan = float("nan")
+    rep = baselines_json()
+    row = rep["rows"]["mopd_pg"]["0"]["all"]
+    row["binding"].update(teacher=row["binding"]["base"], denominator=0.0, normalised=nan, se=nan)
+    row["mean"] = row["mean_se"] = nan
+    slices.check_record(rep, "baselines", Path("b.json"))
+    row["binding"]["denominator"] = 0.3
+    with pytest.raises(slices.RecordError, match=r"b.json: key 'rows.mopd_pg.0.all.mean': expected a finite number"):
+        slices.check_record(rep, "baselines", Path("b.json"))
+    row["mean"] = 0.5
+    with pytest.raises(slices.RecordError, match=r"key 'rows.mopd_pg.0.all.binding.normalised': expected a finite "
+                                                 r"number \(its denominator is 0.3\), found nan"):
+        slices.check_record(rep, "baselines", Path("b.json"))
+
+
 def test_every_committed_study_json_passes_the_check():
     for study in ("baselines", "matched", "ablations", "regimes", "results"):
         slices.read_record(DOCS / f"{study}.json", study)
