@@ -23,15 +23,18 @@ checked before anything is written; the export is built in a hidden staging fold
 and renamed into place at the end (swapped with an existing one in one atomic step where Linux can),
 so a failed, interrupted (SIGINT, SIGTERM, SIGHUP) or killed export leaves --out as it was, and the
 next export removes a dead one's staging folder. A non-empty --out is refused unless --force, which
-replaces a previous export whole (a folder holding the export's marker and only what an export
-writes), never the working folder or one above it, a repository, a home or root folder, the run or a
-teacher; an empty --out is an error. Files get the modes the umask gives (the group can read them).
+replaces a previous export (a folder holding the export's marker, which lists every file the export
+wrote with its size and sha256, and nothing else anywhere in its tree: a file added or changed since
+is refused by name) by removing exactly the files the marker lists; never the working folder or one
+above it, a repository, a home or root folder, the run or a teacher; an empty --out is an error.
+Files get the modes the umask gives (the group can read them).
 
 Faithful to the run: every setting comes from the run's config.json (a missing key is an error naming
 it); each teacher's domain comes from its own record and a mismatch with the routing is refused unless
---allow-domain-mismatch (recorded in export.json); a teacher under a name the student's
-teacher_manifest.json records must have the weights the student read. With --run, each domain's
-teacher is the one the student was distilled from
+--allow-domain-mismatch (recorded in export.json, as is every setting a flag overrides, in
+"overridden"); a teacher under a name the student's record names (its checkpoint's copy of
+teacher_manifest.json, which the file must match) must have the weights the student read. With
+--run, each domain's teacher is the one the student was distilled from
 (MOPDConfig.teachers: a round-2 teacher by its folder in the run, or "base", the base itself), and
 every MOPDConfig field is carried into the config (CARRIED), has no effect on what is trained
 (NO_EFFECT), or is refused by name when set (REFUSED: init_from, UCMOPD's golden_gain and
@@ -596,10 +599,79 @@ def check_teachers(cfg: MOPDConfig, teachers: dict) -> None:
 
 
 MARKER = ".mopd_mini_export"
-"""the file every export writes into its folder: --force replaces only a folder that holds it"""
+"""the file every export writes into its folder: every file it wrote, by path, with its size and sha256
+(`marker`); --force replaces only a folder that holds it and nothing else (`check_out`)"""
 EXPORT_NAMES = frozenset({"student_base", "teachers", "data", "reward", "verl_config.yaml", "run_verl.sh",
                           "export.json", MARKER})
 """everything an export writes at the top of its folder"""
+
+
+def file_sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def marker(folder: Path) -> dict:
+    """The export's marker for the files in `folder` (the staging folder, every file written):
+    {relative path: {"size", "sha256"}} of each (the marker itself aside)."""
+    files = {}
+    for f in sorted(folder.rglob("*")):
+        if f.is_file() and not f.is_symlink() and f.relative_to(folder).as_posix() != MARKER:
+            files[f.relative_to(folder).as_posix()] = {"size": f.stat().st_size, "sha256": file_sha256(f)}
+    return {"written_by": "mopd_mini.export", "verl": VERL_VERSION, "files": files}
+
+
+def foreign_files(out: Path) -> list[str]:
+    """What in a previous export `out` is not a file its marker lists with that size and sha256 (a
+    user's or verl's file anywhere in the tree, a listed file changed since, a link; an empty folder
+    holds nothing to lose and is removed with the export); a ValueError if the marker is unreadable or from before exports listed their
+    files (then nothing tells the export's files from others)."""
+    try:
+        listed = json.loads((out / MARKER).read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"--out {out}: its {MARKER} is unreadable ({err}), so --force cannot tell the export's "
+                         "files from others. Give another --out") from err
+    if not isinstance(listed, dict):  # an export made before the marker listed every file
+        raise ValueError(f"--out {out} was written by an older export whose {MARKER} lists no files, so --force "
+                         "cannot tell its files from ones added since (by you or verl, in any subfolder). Move "
+                         "what you keep out of it, delete it, and export again (the same command without --force, "
+                         "or --out to a new folder): the new export's marker lists every file it writes")
+    extra = []
+    for f in sorted(out.rglob("*")):
+        rel = f.relative_to(out).as_posix()
+        if rel == MARKER or f.is_dir() and not f.is_symlink():   # a folder: what it holds is checked
+            continue
+        if f.is_symlink():
+            extra.append(f"{rel} (a link)")
+        elif rel not in listed:
+            extra.append(rel)
+        elif f.stat().st_size != listed[rel].get("size") or file_sha256(f) != listed[rel].get("sha256"):
+            extra.append(f"{rel} (changed since the export wrote it)")
+    return extra
+
+
+def remove_export(folder: Path, listed: dict) -> list[str]:
+    """Delete exactly the files `listed` (a marker's) in `folder`, the marker, then the folders left
+    empty; returns what is left (nothing, unless a file appeared after `check_out`: then the folder is
+    kept and named)."""
+    for name in listed:
+        (folder / name).unlink(missing_ok=True)
+    (folder / MARKER).unlink(missing_ok=True)
+    for d in sorted((p for p in folder.rglob("*") if p.is_dir() and not p.is_symlink()),
+                    key=lambda p: len(p.parts), reverse=True):
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+    left = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if not p.is_dir())
+    if not left:
+        shutil.rmtree(folder, ignore_errors=True)
+    return left
 
 
 def _overlaps(a: Path, b: Path) -> bool:
@@ -648,6 +720,12 @@ def check_out(out: Path, force: bool, inputs=()) -> None:
                     if foreign else f"it has no {MARKER}, the file every export writes")
             raise ValueError(f"--out {out} is not a previous export ({what}), so --force does not replace it: "
                              "--force replaces only a folder an export wrote. Give another --out")
+        foreign = foreign_files(out)   # the whole tree against the marker's list, not the top-level names
+        if foreign:
+            raise ValueError(f"--out {out} holds {len(foreign)} file(s) its export did not write: "
+                             f"{', '.join(foreign[:6])}{', ...' if len(foreign) > 6 else ''}; --force removes only "
+                             f"the files the export's {MARKER} lists. Move them out of {out} (or give another "
+                             "--out), then export again")
     parent = out.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
@@ -726,18 +804,37 @@ def _exchange(a: Path, b: Path) -> bool:
 
 def swap_into_place(staging: Path, out: Path) -> None:
     """Rename the finished `staging` folder to `out`. An existing `out` is swapped with it in one
-    atomic step where the system can (then removed), so `out` is always the old export whole or the
-    new one whole; elsewhere the old one is renamed aside first (a kill between the two renames
-    leaves it whole at .<name>.old-*/)."""
+    atomic step where the system can, so `out` is always the old export whole or the new one whole;
+    elsewhere the old one is renamed aside first (a kill between the two renames leaves it whole at
+    .<name>.old-*/). Of the old export exactly the files its marker lists are then deleted
+    (`remove_export`); anything else (a file that appeared after `check_out`) is kept, and named."""
+    import warnings
+
+    listed = {}
+    if out.exists():
+        try:
+            listed = json.loads((out / MARKER).read_text()).get("files") or {}
+        except (OSError, ValueError, AttributeError):
+            listed = {}
     if not out.exists():
         os.replace(staging, out)
-    elif _exchange(staging, out):
-        shutil.rmtree(staging, ignore_errors=True)  # it now holds the old export
+        return
+    aside = None
+    if _exchange(staging, out):
+        old = staging  # it now holds the old export
     else:
-        old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-{os.getpid()}-"))
-        os.replace(out, old / out.name)
+        aside = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-{os.getpid()}-"))
+        os.replace(out, aside / out.name)
         os.replace(staging, out)
-        shutil.rmtree(old, ignore_errors=True)
+        old = aside / out.name
+    left = remove_export(old, listed if isinstance(listed, dict) else {})
+    if left:
+        keep = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.kept-"))
+        os.replace(old, keep / out.name)
+        warnings.warn(f"the previous export of {out} held files its marker does not list ({', '.join(left[:6])}); "
+                      f"they are kept in {keep / out.name}", stacklevel=2)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)   # empty now: its export removed or moved to .kept-
 
 
 def teacher_domains(path) -> tuple[str, ...]:
@@ -772,10 +869,11 @@ def check_routing(teachers: dict, allow_mismatch: bool) -> dict[str, list[str]]:
 
 
 def check_manifest(run: Path | None, teachers: dict) -> dict[str, str]:
-    """A teacher given under a name the student's teacher_manifest.json records must have the
-    weights the student read (sha256); a ValueError naming it otherwise. Returns domain -> sha256
-    of each exported adapter."""
-    manifest = {t["name"]: t for t in (runs.read_manifest(run / "student") or [])} if run else {}
+    """A teacher given under a name the student's record names must have the weights the student read
+    (sha256); a ValueError naming it otherwise. The record is its checkpoint's copy of the teacher
+    manifest, which teacher_manifest.json must match (`runs.recorded_teachers`: a file missing or changed
+    while the checkpoint records one is refused). Returns domain -> sha256 of each exported adapter."""
+    manifest = {t["name"]: t for t in (runs.recorded_teachers(run / "student") or [])} if run else {}
     digests = {}
     for d, path in teachers.items():
         if path == BASE:
@@ -793,11 +891,13 @@ def check_manifest(run: Path | None, teachers: dict) -> dict[str, str]:
 def export_verl(out: str | Path, cfg: MOPDConfig, teachers: dict[str, str | Path], lora: LoraSettings | None = None,
                 base_name: str = TINY, layout: Layout = Layout(), root: str | None = None,
                 allow_foreign: bool = False, force: bool = False, run: str | Path | None = None,
-                allow_mismatch: bool = False, routed_by_flag: tuple[str, ...] = ()) -> dict:
+                allow_mismatch: bool = False, routed_by_flag: tuple[str, ...] = (), overridden: list[dict] = ()) -> dict:
     """Write the verl export of one MOPD experiment into `out`; returns what export.json holds.
     `root`: the folder `out` will be at on the cluster (default: `out` itself, absolute).
     `teachers`: domain -> adapter folder, or BASE (the base itself is that domain's teacher).
     `run`: the course run exported (its student's teacher manifest is checked; never replaced).
+    `overridden`: each setting of the run the command line changed ({"setting", "run", "exported",
+    "flag"}: --loss, --teacher, --allow-domain-mismatch, --allow-foreign), kept in export.json's "overridden".
 
     All or nothing: everything is checked first (the config, each setting verl cannot carry, the
     layout, the teachers' folders, origins, records and weights, `out`), then built in a staging
@@ -832,13 +932,13 @@ def export_verl(out: str | Path, cfg: MOPDConfig, teachers: dict[str, str | Path
             info = build(staging, at, cfg, teachers, lora, base_name, base, tokenizer, layout,
                          (actor, pool, replicas), allow_foreign)
             info.update(teacher_domains=named, allow_domain_mismatch=allow_mismatch, teacher_sha256=digests,
-                        run=str(Path(run).resolve()) if run else None, routed_by_flag=list(routed_by_flag))
+                        run=str(Path(run).resolve()) if run else None, routed_by_flag=list(routed_by_flag),
+                        overridden=list(overridden))
             if routed_by_flag:  # what the exported config runs, not the run's map
                 info["mopd_config"]["teachers"] = {**(cfg.teachers or {}),
                                                    **{d: str(teachers[d]) for d in routed_by_flag}}
             atomic_write(staging / "export.json", json.dumps(info, indent=1, default=str).encode())
-            atomic_write(staging / MARKER, json.dumps({"written_by": "mopd_mini.export", "verl": VERL_VERSION,
-                                                       "files": sorted(EXPORT_NAMES)}).encode())
+            atomic_write(staging / MARKER, json.dumps(marker(staging), indent=1).encode())
             share(staging)  # mkdtemp's 0o700 and safetensors' 0o600: as the umask says instead
             swap_into_place(staging, out)
         except BaseException:
@@ -962,7 +1062,7 @@ def main(argv=None, prog: str = "python -m mopd_mini.export") -> dict:
     args = parser(prog).parse_args(argv)
     try:
         cfg, teachers, lora = read_run(args.run) if args.run else (MOPDConfig(), {}, LoraSettings())
-        flagged = []
+        ran, flagged = dict(teachers), []   # the run's routing, before --teacher changes it
         for item in args.teacher:
             domain, sep, path = item.partition("=")
             if not sep or not domain or not path:
@@ -972,13 +1072,24 @@ def main(argv=None, prog: str = "python -m mopd_mini.export") -> dict:
             flagged.append(domain)
         if not args.run and teachers:
             cfg = MOPDConfig(domains=tuple(teachers))
+        overridden = []   # every setting of the run a flag changed, recorded in export.json
         if args.loss:
+            if args.run:
+                overridden.append({"setting": "loss", "run": cfg.loss, "exported": args.loss, "flag": "--loss"})
             cfg = replace(cfg, loss=args.loss)
+        for domain in dict.fromkeys(flagged):
+            if args.run:
+                overridden.append({"setting": f"teachers.{domain}", "run": str(ran.get(domain)),
+                                   "exported": str(teachers[domain]), "flag": "--teacher"})
+        for flag, on in (("--allow-domain-mismatch", args.allow_domain_mismatch), ("--allow-foreign", args.allow_foreign)):
+            if on:
+                overridden.append({"setting": flag.lstrip("-").replace("-", "_"), "run": None, "exported": True,
+                                   "flag": flag})
         layout = Layout(gpus=args.gpus, teacher_gpus=args.teacher_gpus, teacher_tp=args.teacher_tp)
         info = export_verl(args.out, cfg, teachers, lora, args.base, layout, args.root,
                            allow_foreign=args.allow_foreign, force=args.force, run=args.run,
                            allow_mismatch=args.allow_domain_mismatch,
-                           routed_by_flag=tuple(dict.fromkeys(flagged)) if args.run else ())
+                           routed_by_flag=tuple(dict.fromkeys(flagged)) if args.run else (), overridden=overridden)
     except (ValueError, OSError) as err:  # FileNotFoundError, PermissionError: a path the user gave
         raise SystemExit(f"export refused: {err}") from err
     except _Terminated as err:

@@ -24,7 +24,9 @@ Nothing runs from a file someone else made: checkpoint.pt is read with weights_o
 plain data only; `load_checkpoint`). No checkpoint holds non-finite weights: `guarded_step` skips and
 undoes an update that makes one, and `Run.save` refuses one. A student records the teachers it reads
 (teacher_manifest.json: name, domains, sha256 of the weights) and is not resumed with other weights
-under one of those names.
+under one of those names. checkpoint.pt keeps a copy of that manifest: a run whose side file is
+missing or changed while its checkpoint records one is refused, for a resume and for an export
+(`recorded_teachers`; `restore_manifest` writes the file back from the copy).
 """
 
 from __future__ import annotations
@@ -126,13 +128,19 @@ class Run:
                              f"({NAME_FIELD[role]}=...) or another experiment")
 
     def check_teachers(self, manifest: list[dict]) -> None:
-        """Record the teachers this run reads (`teacher_manifest`); a run folder whose manifest names a
+        """Record the teachers this run reads (`teacher_manifest`); a run folder whose record names a
         teacher of the same name with other weights is refused, naming it: resuming would mix two
-        teachers in one student (and its export would serve the other one)."""
+        teachers in one student (and its export would serve the other one). The record is the
+        checkpoint's copy (`recorded_teachers`: its teacher_manifest.json missing or changed is refused);
+        a checkpoint from before it kept one is checked against the file, once, and upgraded."""
         self.teachers = manifest
-        saved = read_manifest(self.dir) if self.dir is not None else None
-        if saved is None:
-            return
+        saved = recorded_teachers(self.dir, self._state) if self.dir is not None else None
+        if saved is not None:
+            self._compare_teachers(saved, manifest)
+        if self._state is not None and "teachers" not in self._state:
+            self._upgrade(self.teachers)
+
+    def _compare_teachers(self, saved: list[dict], manifest: list[dict]) -> None:
         then = {t["name"]: t for t in saved}
         kept = []
         for t in manifest:
@@ -147,6 +155,27 @@ class Run:
                                  f"... ({MANIFEST}). Load the teacher it was trained with, or give this run another "
                                  "name or experiment")
         self.teachers = kept
+
+    def _upgrade(self, teachers: list[dict]) -> None:
+        """An old checkpoint (no copy of the teacher manifest): rewritten with the copy, said in a warning;
+        a folder this user cannot write keeps it as it is (the file alone is checked, as before)."""
+        import warnings
+
+        path = self.dir / "checkpoint.pt"
+        self._state["teachers"] = teachers
+        if not os.access(self.dir, os.W_OK | os.X_OK):
+            warnings.warn(f"{path} predates the copy of the teacher manifest kept inside checkpoints; it was "
+                          f"checked against {MANIFEST} alone (the folder is not writable, so it is not upgraded)",
+                          stacklevel=3)
+            return
+        buffer = io.BytesIO()
+        torch.save(self._state, buffer)
+        atomic_write(path, buffer.getvalue())
+        if not (self.dir / MANIFEST).exists():   # the copy and the file agree from now on (`recorded_teachers`)
+            atomic_write(self.dir / MANIFEST, json.dumps(teachers, indent=1).encode())
+        warnings.warn(f"{path} predates the copy of the teacher manifest kept inside checkpoints: it was checked "
+                      f"against {MANIFEST} this once, and now holds the copy ({', '.join(t['name'] for t in teachers)})",
+                      stacklevel=3)
 
     def log(self, row: dict) -> dict:
         self.metrics.append(row)
@@ -168,7 +197,8 @@ class Run:
         state = {"step": step, "config": self.config, "adapter": adapter,
                  "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
                  "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
-                 "metrics": self.metrics, "trace": self.trace, "warnings": self.warnings, "seconds": self.seconds, "ledger": self.ledger}
+                 "metrics": self.metrics, "trace": self.trace, "warnings": self.warnings, "seconds": self.seconds, "ledger": self.ledger,
+                 "teachers": self.teachers}   # the manifest's copy: a deleted or swapped side file is caught
         buffer = io.BytesIO()
         torch.save(state, buffer)
         atomic_write(self.dir / "checkpoint.pt", buffer.getvalue())
@@ -300,6 +330,43 @@ def read_manifest(folder: Path) -> list[dict] | None:
         raise ValueError(f"the teacher manifest {path} is unreadable ({err}); it records which teachers the run "
                          "read: restore it from the run's copy, or retrain the run") from err
     return saved
+
+
+def recorded_teachers(folder: Path, state: dict | None = None) -> list[dict] | None:
+    """The teachers the run in `folder` read, as its checkpoint records them (`state`: the checkpoint,
+    if already read; else its checkpoint.pt). Its teacher_manifest.json must be there and say the same:
+    a ValueError naming it if it is missing or differs while the checkpoint holds a copy. A checkpoint
+    from before checkpoints kept the copy (or none at all): the file alone (None without it)."""
+    folder = Path(folder)
+    if state is None and (folder / "checkpoint.pt").exists():
+        state = load_checkpoint(folder / "checkpoint.pt")
+    held = state.get("teachers") if state is not None else None
+    side = read_manifest(folder)
+    if held is None:
+        return side
+    names = ", ".join(str(t.get("name")) for t in held)
+    if side is None:
+        raise ValueError(f"{folder / MANIFEST} is missing, but {folder / 'checkpoint.pt'} records the teachers this "
+                         f"run read ({names}): without it a resume would record only the teachers it reads from now "
+                         f"on, and an export would serve them. Write it back from the checkpoint's copy with "
+                         f"mopd_mini.runs.restore_manifest({str(folder)!r}), or give this run another name or experiment")
+    if side != held:
+        raise ValueError(f"{folder / MANIFEST} does not match the copy in {folder / 'checkpoint.pt'} (the checkpoint "
+                         f"records {names}; the file {', '.join(str(t.get('name')) for t in side)}, or other weights): "
+                         f"it was changed after training. Write it back with mopd_mini.runs.restore_manifest("
+                         f"{str(folder)!r}), or give this run another name or experiment")
+    return held
+
+
+def restore_manifest(folder: str | Path) -> Path:
+    """Write a run's teacher_manifest.json back from its checkpoint's copy (a deleted or changed file)."""
+    folder = Path(folder)
+    state = load_checkpoint(folder / "checkpoint.pt")
+    if state.get("teachers") is None:
+        raise ValueError(f"{folder / 'checkpoint.pt'} holds no copy of the teacher manifest (a checkpoint written "
+                         "before checkpoints kept one, or not a student's)")
+    atomic_write(folder / MANIFEST, json.dumps(state["teachers"], indent=1).encode())
+    return folder / MANIFEST
 
 
 def load_checkpoint(path: Path) -> dict:

@@ -531,8 +531,11 @@ def report(results: dict, summary: dict, cmd: str, machine: str, date: str | Non
     return "\n".join(lines)
 
 
-def write_report(results: dict, cmd: str, machine: str, date: str, write: bool = True) -> tuple[dict, str]:
-    """The summary and the page from the results; with `write`, docs/ablations.md, .json and the figures."""
+def write_report(results: dict, cmd: str, machine: str, date: str, write: bool = True, source: Path | None = None,
+                 allow_shrink: bool = False) -> tuple[dict, str]:
+    """The summary and the page from the results; with `write`, docs/ablations.md, .json and the figures.
+    Rendered from the JSON at `source` (--render): refused before any write if the page would show
+    fewer table rows than the one there (`slices.guard_render`)."""
     summary = page_summary(results)
     text = report(results, summary, cmd, machine, date)
     page = DOCS / "ablations.md"
@@ -540,6 +543,8 @@ def write_report(results: dict, cmd: str, machine: str, date: str, write: bool =
         kept = "".join(m.group(0) for m in re.finditer(r"^## (?:Pre-registered|Reading the numbers).*?(?=^## )",
                                                         page.read_text(), re.S | re.M))
         text = text.replace("## Wall time\n", kept + "## Wall time\n", 1)
+    if write and source is not None:
+        text = slices.guard_render(page, text, source, results, allow_shrink)
     if write:
         (DOCS / "figures").mkdir(parents=True, exist_ok=True)
         figures(results, summary, DOCS / "figures")
@@ -549,16 +554,21 @@ def write_report(results: dict, cmd: str, machine: str, date: str, write: bool =
     return summary, text
 
 
-def render(path: Path, write: bool = True) -> tuple[dict, dict]:
+def render(path: Path, write: bool = True, allow_shrink: bool = False) -> tuple[dict, dict]:
     """The page again from a saved ablations.json, with today's summary code (nothing is trained).
-    The runs' date is the JSON's (older files have none: it is read from the page they wrote)."""
-    saved = json.loads(path.read_text())
-    cmd, machine, date = saved.pop("command"), saved.pop("machine"), saved.pop("date", None)
-    saved.pop("summary", None)
-    if date is None and (DOCS / "ablations.md").exists():
-        found = re.search(r"Date: ([0-9-]+ [0-9:]+ UTC)", (DOCS / "ablations.md").read_text())
-        date = found.group(1) if found else None
-    summary, text = write_report(saved, cmd, machine, date or "unknown", write=write)
+    The runs' date is the JSON's (older files have none: it is read from the page they wrote).
+    The JSON is checked first (`slices.read_record`); a page with fewer table rows than the one in
+    docs/ is refused unless `allow_shrink` (`slices.guard_render`)."""
+    path = Path(path)
+    saved = slices.read_record(path, "ablations")
+    with slices.rendering(path):
+        cmd, machine, date = saved.pop("command"), saved.pop("machine"), saved.pop("date", None)
+        saved.pop("summary", None)
+        if date is None and (DOCS / "ablations.md").exists():
+            found = re.search(r"Date: ([0-9-]+ [0-9:]+ UTC)", (DOCS / "ablations.md").read_text())
+            date = found.group(1) if found else None
+        summary, text = write_report(saved, cmd, machine, date or "unknown", write=write, source=path,
+                                     allow_shrink=allow_shrink)
     print(text)
     return saved, summary
 
@@ -601,11 +611,13 @@ def main(argv=None):
     slices.quiet_flag(p, help=argparse.SUPPRESS)  # internal: the workers are run with it
     p.add_argument("--render", metavar="JSON", help="rewrite the page and figures from a saved ablations.json "
                    "(nothing is trained or evaluated)")
+    p.add_argument("--allow-shrink", action="store_true", help="with --render: write the page even if it shows "
+                   "fewer table rows than docs/ablations.md (recorded in the JSON and said on the page)")
     p.add_argument("--add", metavar="JSON", help="run --studies that the saved ablations.json lacks and add them to "
                    "it (the round-1 teachers are retrained and must match the saved ones)")
     args = p.parse_args(argv)
     if args.render:
-        return render(Path(args.render), write=not args.no_write)
+        return render(Path(args.render), write=not args.no_write, allow_shrink=args.allow_shrink)
     base = None
     if args.add:
         base = json.loads(Path(args.add).read_text())

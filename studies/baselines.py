@@ -614,9 +614,14 @@ def figures(rep: dict, folder: Path) -> None:
         plt.close(fig)
 
 
-def write(rep: dict, docs: Path = DOCS) -> None:
+def write(rep: dict, docs: Path = DOCS, source: Path | None = None, allow_shrink: bool = False) -> None:
+    """The page, the figures and the JSON into `docs`; rendered from the JSON at `source` (--render):
+    refused if the page would show fewer table rows than the one there (`slices.guard_render`)."""
+    text = markdown(rep)
+    if source is not None:
+        text = slices.guard_render(docs / "baselines.md", text, source, rep, allow_shrink)
     figures(rep, docs / "figures")
-    (docs / "baselines.md").write_text(markdown(rep))
+    (docs / "baselines.md").write_text(text)
     atomic_write(docs / "baselines.json", json.dumps(rep, indent=1, default=str).encode())
 
 
@@ -676,6 +681,8 @@ def main(argv=None):
                    "and re-count every pipeline's cost with their counters; the students are not retrained")
     p.add_argument("--render", metavar="JSON", help="rewrite the page and figures from a saved baselines.json "
                    "(no training, no evaluation: the numbers and the command are the JSON's)")
+    p.add_argument("--allow-shrink", action="store_true", help="with --render: write the page even if it shows "
+                   "fewer table rows than the one at --out (recorded in the JSON and said on the page)")
     p.add_argument("--workers", type=int, default=1, help="train in this many processes of one torch thread "
                    "(2 on a 2-core CPU); the numbers are the same")
     p.add_argument("--hours", type=float, help="run in a time-boxed slice of this many hours (less 10 minutes to "
@@ -706,10 +713,13 @@ def main(argv=None):
         print(markdown(rep))
         return rep
     if args.render:
-        rep = recount_flops(json.loads(Path(args.render).read_text()))
-        if not args.no_write:
-            write(rep, Path(args.out))
-        print(markdown(rep))
+        source = Path(args.render)
+        rep = slices.read_record(source, "baselines")
+        with slices.rendering(source):
+            rep = recount_flops(rep)
+            if not args.no_write:
+                write(rep, Path(args.out), source, args.allow_shrink)
+            print(markdown(rep))
         return rep
     if args.quick and args.n == 500:
         args.n = 6

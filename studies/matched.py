@@ -520,14 +520,18 @@ def figure(rep: dict, folder: Path) -> None:
     plt.close(fig)
 
 
-def write(rep: dict, docs: Path = DOCS) -> None:
+def write(rep: dict, docs: Path = DOCS, source: Path | None = None, allow_shrink: bool = False) -> None:
     """docs/matched.json, the figure, and docs/matched.md's results section (the pre-registration
-    above it is kept as committed)."""
-    atomic_write(docs / "matched.json", json.dumps(rep, indent=1, default=str).encode())
-    figure(rep, docs / "figures")
+    above it is kept as committed). Rendered from the JSON at `source` (--render): refused before any
+    write if the page would show fewer table rows than the one there (`slices.guard_render`)."""
     page = docs / "matched.md"
     head = above_header(page.read_text(), RESULTS).rstrip() + "\n\n" if page.exists() else "# Matched RL budgets\n\n"
-    page.write_text(head + results_markdown(rep))
+    text = head + results_markdown(rep)
+    if source is not None:
+        text = slices.guard_render(page, text, source, rep, allow_shrink)
+    atomic_write(docs / "matched.json", json.dumps(rep, indent=1, default=str).encode())
+    figure(rep, docs / "figures")
+    page.write_text(text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -852,10 +856,15 @@ def splice(text: str, section: list[str]) -> str:
     return head + "\n".join(lines[:start] + section + lines[end:]).rstrip() + "\n"
 
 
-def render_cures(rep: dict, out: Path) -> None:
-    """The `cures` blocks' sections into out/regimes.md's Results (the page that registered the check)."""
+def render_cures(rep: dict, out: Path, source: Path | None = None, allow_shrink: bool = False) -> None:
+    """The `cures` blocks' sections into out/regimes.md's Results (the page that registered the check).
+    Rendered from the JSON at `source` (--render --cures): refused before it writes if regimes.md would
+    show fewer table rows (`slices.guard_render`)."""
     page = out / CURES_PAGE
-    page.write_text(splice(page.read_text() if page.exists() else "# The regime study\n\n", cures_sections(rep)))
+    text = splice(page.read_text() if page.exists() else "# The regime study\n\n", cures_sections(rep))
+    if source is not None:
+        text = slices.guard_render(page, text, source, rep, allow_shrink)
+    page.write_text(text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -989,7 +998,7 @@ class Check:
 CHECKS = {"cures": Check("cures", ("--cures",), CURES_T, CURES_METHODS, declare_cures, summarise_cures, render_cures,
                          cures_sections, (CURES_ESTIMATE, "2026-12-04")),
           **{f"recheck_{b}": Check(f"recheck_{b}", ("--recheck", b), RECHECK_T, ("mopd_kl", b), declare_recheck(b),
-                                   matched_report, lambda rep, out: write(rep, out), recheck_sections,
+                                   matched_report, write, recheck_sections,
                                    (RECHECK_ESTIMATE, "2026-12-06")) for b in RECHECKED}}
 
 
@@ -1002,16 +1011,18 @@ def check_of(args) -> Check | None:
     return CHECKS[f"recheck_{args.recheck}"] if getattr(args, "recheck", None) else None
 
 
-def write_check(rep: dict, out: Path, check: Check) -> None:
-    """The check's blocks into out/matched.json (read again now: every other key as it is on disk),
-    then its page from that file."""
+def write_check(rep: dict, out: Path, check: Check, source: Path | None = None, allow_shrink: bool = False) -> None:
+    """The check's blocks into out/matched.json (read again now: every other key as it is on disk)
+    and its page from them. Rendered from the JSON at `source` (--render): the page is checked
+    (`slices.guard_render`) and written first, so a refused render writes nothing."""
     saved = out / "matched.json"
-    disk = json.loads(saved.read_text())
+    kind = "matched-cures" if check.key == "cures" else "matched"
+    disk = slices.read_record(saved, kind) if source is not None else json.loads(saved.read_text())
     for key, by_T in rep["by_T"].items():
         if check.key in by_T:
             disk["by_T"][key][check.key] = by_T[check.key]
+    check.render(disk, out, source, allow_shrink)       # the page first: a refused render writes nothing
     atomic_write(saved, json.dumps(disk, indent=1, default=str).encode())
-    check.render(disk, out)
 
 
 def write_cures(rep: dict, out: Path) -> None:
@@ -1210,6 +1221,8 @@ def main(argv=None):
     p.add_argument("--estimate", action="store_true", help="time a few steps of every trainer and print the "
                    "plan's CPU and wall time (nothing trained to disk)")
     p.add_argument("--render", metavar="JSON", help="rewrite the results section and figure from a saved matched.json")
+    p.add_argument("--allow-shrink", action="store_true", help="with --render: write the page even if it shows "
+                   "fewer table rows than the one at --out (recorded in the JSON and said on the page)")
     p.add_argument("--cures", action="store_true", help="the stuck student's cures beside exact KL at --T (default "
                    f"{CURES_T}): docs/regimes.md's course-setting check, written to matched.json's by_T.<T>.cures and "
                    "regimes.md's Results")
@@ -1253,16 +1266,20 @@ def main(argv=None):
               f"{est['cpu_share']:.2f})")
         return est
     if args.render and check:
-        rep = json.loads(Path(args.render).read_text())
-        if not args.no_write:
-            write_check(rep, Path(args.out), check)
-        print("\n".join(check.sections(rep)))
+        source = Path(args.render)
+        rep = slices.read_record(source, "matched-cures" if check.key == "cures" else "matched")
+        with slices.rendering(source):
+            if not args.no_write:
+                write_check(rep, Path(args.out), check, source, args.allow_shrink)
+            print("\n".join(check.sections(rep)))
         return rep
     if args.render:
-        rep = json.loads(Path(args.render).read_text())
-        if not args.no_write:
-            write(rep, Path(args.out))
-        print(results_markdown(rep))
+        source = Path(args.render)
+        rep = slices.read_record(source, "matched")
+        with slices.rendering(source):
+            if not args.no_write:
+                write(rep, Path(args.out), source, args.allow_shrink)
+            print(results_markdown(rep))
         return rep
     Ts = tuple(args.T or (plan.Ts if args.quick or not check else (check.T,)))
     unknown = [T for T in Ts if T < 1]

@@ -1960,21 +1960,23 @@ def stuck_view(data: dict, arm: Arm) -> dict:
     return out
 
 
-def figures(v: dict, arm: Arm, folder: Path) -> list[str]:
+def figures(v: dict, arm: Arm, folder: Path, draw: bool = True) -> list[str]:
     """The arm's figures, drawn by mopd_mini.views from its view(): lift by domain, lift against
     pipeline FLOPs; for the cures' arms the stuck share per method and seed; for arm 2 accuracy by
-    depth and the per-token KL early and late."""
+    depth and the per-token KL early and late. `draw=False`: their names only (nothing drawn)."""
     if not v["methods"]:
         return []
-    folder.mkdir(parents=True, exist_ok=True)
-    drawn = [(views.regime_lift(v), "lift"), (views.regime_cost(v), "cost")]
+    drawn = [(views.regime_lift, "lift"), (views.regime_cost, "cost")]
     if v.get("stuck", {}).get("methods"):
-        drawn.append((views.regime_stuck(v), "stuck"))
+        drawn.append((views.regime_stuck, "stuck"))
     if arm.number == 2:
-        drawn.append((views.regime_depth(v), "depth"))
+        drawn.append((views.regime_depth, "depth"))
         if v["kl"]:
-            drawn.append((views.regime_kl(v), "kl"))
-    return [_save(fig, folder, f"regimes_arm{arm.number}_{name}.png") for fig, name in drawn]
+            drawn.append((views.regime_kl, "kl"))
+    if draw:
+        folder.mkdir(parents=True, exist_ok=True)
+    return [_save(fig(v), folder, f"regimes_arm{arm.number}_{name}.png") if draw else f"regimes_arm{arm.number}_{name}.png"
+            for fig, name in drawn]
 
 
 def _save(fig, folder: Path, name: str) -> str:
@@ -2093,8 +2095,18 @@ def in_variants(arm: Arm, fn, *args):
         return fn(*args)
 
 
-def render(out: Path, page_from: Path | None = None) -> Path:
-    """Rewrite the page's Results section (every arm, arm 2 first: the order they run) and the figures."""
+def render(out: Path, page_from: Path | None = None, allow_shrink: bool = False) -> Path:
+    """Rewrite the page's Results section (every arm, arm 2 first: the order they run) and the figures.
+    The JSON is checked first (`slices.read_record`); nothing is written (page, figures, "views") if the
+    page would show fewer table rows than the one in `out`, or "views" would hold fewer values, unless
+    `allow_shrink` (`slices.guard_render`)."""
+    store = out / "regimes.json"
+    slices.read_record(store, "regimes")
+    with slices.rendering(store):
+        return _render(out, page_from, allow_shrink)
+
+
+def _render(out: Path, page_from: Path | None, allow_shrink: bool) -> Path:
     data = Store(out / "regimes.json").read()
     source = out / "regimes.md" if (out / "regimes.md").exists() else (page_from or DOCS / "regimes.md")
     text = source.read_text()
@@ -2108,19 +2120,26 @@ def render(out: Path, page_from: Path | None = None) -> Path:
     shown += [a for a in ("2b", "memory-cures") if ArmReport(data, ARMS[a], seeds=None).runs]   # if H1.1 is not shown
     drawn = [a for a in shown if not ARMS[a].grids or complete(ArmReport(data, ARMS[a], seeds=ARMS[a].seeds))]
     views = {str(a): in_variants(ARMS[a], view, data, ARMS[a]) for a in drawn}              # on the first; the cures'
-    for a in shown:                                                 # arms once they ran (partial: no view, no figure)
-        figs = figures(views[str(a)], ARMS[a], out / "figures") if a in drawn else []
-        body += in_variants(ARMS[a], markdown, data, ARMS[a], figs)
-    with Store(out / "regimes.json").edit() as stored:   # what the figures draw, for notebook 07
-        stored["views"] = views
+    figs = {a: figures(views[str(a)], ARMS[a], out / "figures", draw=False) if a in drawn else [] for a in shown}
+    for a in shown:                                # the cures' arms once they ran (partial: no view, no figure)
+        body += in_variants(ARMS[a], markdown, data, ARMS[a], figs[a])
     from .matched import cures_sections     # the course-setting check (bench.matched --cures), from its JSON
-    body += cures_sections(json.loads((out / "matched.json").read_text())) if (out / "matched.json").exists() else []
+    body += cures_sections(slices.read_record(out / "matched.json", "matched-cures")) if (out / "matched.json").exists() else []
     body += ["### Arm 3: capacity", "", "**Not run**: it was registered to run after arms 1 and 2, and the sessions "
              "that ran them spent the rest of their CPU on the matched-budget study (docs/matched.md) and on arm 1b's "
              "5-seed check. Its registration above stands for a later run.", ""]
     page = out / "regimes.md"
     from tools.findings import fill     # the Readings' marked findings, rendered from this JSON
-    page.write_text(fill(head + "\n".join(body).rstrip() + "\n", out, strict=False))
+    text = fill(head + "\n".join(body).rstrip() + "\n", out, strict=False)
+    shrunk = {k: list(v) for k, v in data.items() if k == slices.SHRINK}   # the renders told to shrink, said again
+    text = slices.guard_render(page, text, out / "regimes.json", shrunk, allow_shrink,
+                               {"views": (data.get("views"), views)})
+    for a in drawn:
+        figures(views[str(a)], ARMS[a], out / "figures")
+    with Store(out / "regimes.json").edit() as stored:   # what the figures draw, for notebook 07
+        stored["views"] = views
+        stored.update(shrunk)
+    page.write_text(text)
     return page
 
 
@@ -2140,6 +2159,8 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="every method at a few steps (the smoke test)")
     p.add_argument("--estimate", action="store_true", help="time a few steps of every method; train nothing")
     p.add_argument("--render", action="store_true", help="the page and figures from the JSON only")
+    p.add_argument("--allow-shrink", action="store_true", help="write the page even if it shows fewer table rows "
+                   "than the one at --out, or its views fewer values (recorded in the JSON and said on the page)")
     p.add_argument("--teacher-depths", action="store_true",
                    help="measure which chain depths (2-5, a 7-cycle) the SFT teacher learns at seed 0; train nothing else")
     p.add_argument("--timed-steps", type=int, default=0,
@@ -2191,7 +2212,7 @@ def _main(args, arm: Arm):
         print(f"arm {arm.number}: recorded in {args.out / 'regimes.json'}; " + "; ".join(gate_every_seed_line(
             Store(args.out / "regimes.json").read(), arm)), flush=True)
         return Store(args.out / "regimes.json").read()
-    page = render(args.out)
+    page = render(args.out, allow_shrink=args.allow_shrink)
     print(f"wrote {page} and {args.out / 'figures'}")
     return Store(args.out / "regimes.json").read()
 

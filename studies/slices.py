@@ -356,6 +356,243 @@ def read_json(path: Path) -> dict:
         raise SystemExit(f"{path}: not valid JSON ({err}); restore it with git checkout -- {path}")
 
 
+# ---------------------------------------------------------------------------------------------
+# what a page is rendered from: a study's JSON read through one schema check, and a render that
+# never shows fewer records than the page already does (unless told to, and then said on the page)
+# ---------------------------------------------------------------------------------------------
+
+
+class RecordError(SystemExit):
+    """A study's JSON that no page is rendered from: the message names the file, the key and what
+    it expected (a SystemExit: the command stops with it, before anything is written)."""
+
+
+class ShrinkError(SystemExit):
+    """A render that would show fewer table rows or records than the page or section it replaces."""
+
+
+NEEDS: dict[str, dict[str, str]] = {
+    "baselines": {"command": "text", "date": "text", "machine": "mapping", "elapsed_s": "number",
+                  "protocol": "mapping", "protocol.seeds_done": "list", "protocol.N": "number",
+                  "protocol.n_lora": "number", "refs.val": "records", "refs.test": "records",
+                  "rows": "records", "rows.*": "records", "rows.*.*.all.mean": "number", "rows.*.*.acc": "records",
+                  "rows.*.*.stage": "mapping", "rows.*.*.pipeline": "mapping",
+                  "grid": "mapping", "chosen": "mapping", "curves": "mapping"},
+    "matched": {"command": "text", "plan": "mapping", "by_T": "records", "by_T.*.rows": "records",
+                "by_T.*.rows.*": "records", "by_T.*.rows.*.*.lift.mean": "number", "by_T.*.rows.*.*.acc": "records",
+                "by_T.*.refs": "mapping", "by_T.*.grid": "mapping", "by_T.*.chosen": "mapping",
+                "by_T.*.seeds_done": "list", "by_T.*.teacher_cost": "mapping"},
+    "matched-cures": {"by_T": "records"},
+    "ablations": {"command": "text", "machine": "text", "settings": "mapping", "seconds": "mapping",
+                  "table.acc": "records"},
+    "regimes": {"runs": "records", "runs.*.method": "text", "runs.*.seed": "number"},
+    "results": {"table.acc": "records"},
+}
+"""the sections and keys each study's renderer reads ("*": every key of that mapping), by kind;
+beyond them every number of the file must be finite, every accuracy in [0, 1] (a number under a key
+"acc" or "acc/...", or a score's model, base and teacher), and a normalised score (and their mean)
+the one its accuracies give (`check_record`)"""
+
+DERIVED = {"regimes": ("views",)}
+"""sections a render writes from the records (not read by it): their values are not checked"""
+
+KINDS = {"mapping": "a mapping", "records": "a mapping with at least one record", "list": "a list",
+         "text": "a string", "number": "a finite number"}
+
+
+def _found(x) -> str:
+    if isinstance(x, (dict, list)):
+        return f"a {'mapping' if isinstance(x, dict) else 'list'} of {len(x)}"
+    kind = type(x).__name__
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} ({json.dumps(x)[:40]})"
+
+
+def _is_number(x) -> bool:
+    import math
+
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _fits(x, kind: str, undefined: bool = False) -> bool:
+    nan = undefined and isinstance(x, float) and x != x   # NaN where a normalised score is undefined (`_degenerate`)
+    return {"mapping": isinstance(x, dict), "records": isinstance(x, dict) and bool(x), "list": isinstance(x, list),
+            "text": isinstance(x, str), "number": _is_number(x) or nan}[kind]
+
+
+def _need(data, parts: list[str], at: list[str], kind: str, path: Path, undefined: bool = False) -> None:
+    if not parts:
+        if not _fits(data, kind, undefined):
+            raise RecordError(f"{path}: key {'.'.join(at)!r}: expected {KINDS[kind]}, found {_found(data)}")
+        return
+    head, rest = parts[0], parts[1:]
+    if not isinstance(data, dict):
+        raise RecordError(f"{path}: key {'.'.join(at) or '(the top)'!r}: expected a mapping, found {_found(data)}")
+    if head == "*":
+        for k, v in data.items():
+            _need(v, rest, at + [str(k)], kind, path, undefined)
+    elif head not in data:
+        raise RecordError(f"{path}: key {'.'.join(at + [head])!r} is missing: expected {KINDS[kind]} there "
+                          "(the page is rendered from it)")
+    else:
+        _need(data[head], rest, at + [head], kind, path, undefined)
+
+
+SCORE = {"model", "base", "teacher", "denominator", "normalised"}
+
+
+def _degenerate(data) -> bool:
+    """Whether a normalised score of the file is undefined: a denominator (teacher - base) of 0, as a
+    smoke run's untrained teachers give; then its scores, and what is made of them, are NaN."""
+    if isinstance(data, dict):
+        if SCORE <= set(data) and _is_number(data["denominator"]) and abs(data["denominator"]) <= 1e-9:
+            return True
+        if any(_is_number(v) and abs(v) <= 1e-9 for v in (data.get("denominators") or {}).values()
+               if isinstance(data.get("denominators"), dict)):
+            return True
+        return any(_degenerate(v) for v in data.values())
+    return isinstance(data, list) and any(_degenerate(v) for v in data)
+
+
+def _values(data, path: Path, at: tuple = (), acc: bool = False, undefined: bool = False) -> None:
+    """Every number finite (NaN only where a normalised score is `undefined` in the file: a teacher no
+    better than the base); every accuracy in [0, 1]; every normalised score its accuracies' one."""
+    import math
+
+    where = lambda: ".".join(at) or "(the top)"  # noqa: E731
+    if isinstance(data, dict):
+        if SCORE <= set(data) and _is_number(data["denominator"]) and abs(data["denominator"]) > 1e-9 \
+                and not _is_number(data["normalised"]):
+            raise RecordError(f"{path}: key {where() + '.normalised'!r}: expected a finite number (its denominator "
+                              f"is {data['denominator']:.6g}), found {data['normalised']!r}")
+        if SCORE <= set(data) and all(_is_number(data[k]) for k in SCORE):
+            for k in ("model", "base", "teacher"):
+                if not 0 <= data[k] <= 1:
+                    raise RecordError(f"{path}: key {where() + '.' + k!r}: expected an accuracy in [0, 1], "
+                                      f"found {data[k]!r}")
+            want = (data["model"] - data["base"]) / data["denominator"] if abs(data["denominator"]) > 1e-12 else None
+            if want is not None and not math.isclose(want, data["normalised"], rel_tol=1e-6, abs_tol=1e-9):
+                raise RecordError(f"{path}: key {where() + '.normalised'!r}: expected (model - base) / denominator "
+                                  f"= {want:.6g} from its accuracies, found {data['normalised']!r}")
+        parts = [v["normalised"] for v in data.values() if isinstance(v, dict) and SCORE <= set(v)]
+        if parts and all(map(_is_number, parts)) and _is_number(data.get("mean")) and not math.isclose(
+                data["mean"], sum(parts) / len(parts), rel_tol=1e-6, abs_tol=1e-9):
+            raise RecordError(f"{path}: key {where() + '.mean'!r}: expected the mean of its domains' normalised "
+                              f"scores, {sum(parts) / len(parts):.6g}, found {data['mean']!r}")
+        for k, v in data.items():
+            _values(v, path, at + (str(k),), acc or k == "acc" or str(k).startswith("acc/"), undefined)
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            _values(v, path, at + (str(i),), acc, undefined)
+    elif isinstance(data, (int, float)) and not isinstance(data, bool):
+        if not math.isfinite(data) and not (undefined and math.isnan(data) and not acc):
+            raise RecordError(f"{path}: key {where()!r}: expected a finite number, found {data!r}"
+                              + ("" if undefined else " (NaN only where a normalised score is undefined: a "
+                                 "denominator, teacher minus base, of 0)"))
+        if acc and not 0 <= data <= 1:
+            raise RecordError(f"{path}: key {where()!r}: expected an accuracy in [0, 1], found {data!r}")
+
+
+_CHECKED: set = set()
+
+
+def check_record(data, study: str, path: Path, extra: dict[str, str] | None = None) -> dict:
+    """`data` (the JSON at `path`) against what `study`'s renderer reads (`NEEDS`, plus `extra`) and the
+    rules on its values; a RecordError naming the file, the key and what it expected."""
+    if not isinstance(data, dict):
+        raise RecordError(f"{path}: expected a JSON object of {study}'s sections, found {_found(data)}")
+    checked = {k: v for k, v in data.items() if k not in DERIVED.get(study, ()) and k != SHRINK}
+    undefined = _degenerate(checked)
+    for key, kind in {**NEEDS[study], **(extra or {})}.items():
+        _need(data, key.split("."), [], kind, path, undefined)
+    _values(checked, path, undefined=undefined)
+    return data
+
+
+def read_record(path: Path, study: str, extra: dict[str, str] | None = None) -> dict:
+    """A study's JSON for a page: parsed and checked (`check_record`); a RecordError naming the file if
+    it is missing, not JSON, or not what the renderer reads. A file checked once is not walked again
+    while it is unchanged (a page's findings read it once each)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+        stat = path.stat()
+    except OSError as err:
+        raise RecordError(f"{path}: cannot be read ({err.strerror or err}); a page is rendered from it") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise RecordError(f"{path}: not valid JSON ({err}); a truncated or hand-edited file? Restore it with "
+                          f"git checkout -- {path}") from None
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, study, tuple(sorted((extra or {}).items())))
+    if key not in _CHECKED:
+        check_record(data, study, path, extra)
+        _CHECKED.add(key)
+    return data
+
+
+@contextmanager
+def rendering(path: Path):
+    """A render from the JSON at `path`: a key or value its renderer cannot use (beyond `NEEDS`) stops it
+    with a RecordError naming that file, not a traceback."""
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError, ZeroDivisionError) as err:
+        what = f"no key {err}" if isinstance(err, KeyError) else f"{type(err).__name__}: {err}"
+        raise RecordError(f"{path}: the page cannot be rendered from it ({what}); nothing was written. Compare it "
+                          f"with the committed one (git diff -- {path})") from err
+
+
+SHRINK = "shrink_allowed"
+"""the key of a study's JSON that records each render told to show fewer rows (`--allow-shrink`)"""
+
+
+def table_rows(text: str) -> int:
+    """The table rows of a markdown page (its separator rows not counted)."""
+    return sum(1 for line in text.splitlines() if line.startswith("|") and not set(line) <= set("|-: "))
+
+
+def leaves(x) -> int:
+    """How many values a section holds (its records' numbers and strings, at every depth)."""
+    if isinstance(x, dict):
+        return sum(leaves(v) for v in x.values())
+    if isinstance(x, list):
+        return sum(leaves(v) for v in x)
+    return 1
+
+
+def guard_render(page: Path, text: str, source: Path, data: dict, allow_shrink: bool = False,
+                 sections: dict[str, tuple] | None = None) -> str:
+    """The page text to write at `page`, rendered from `data` (read from `source`): refused (ShrinkError,
+    nothing written) if it shows fewer table rows than the page there now, or a section of the store
+    it rewrites ({name: (old, new)}) holds fewer values, unless `allow_shrink`; then the render is
+    recorded in `data[SHRINK]` (the caller writes it with the JSON). Every recorded one is said at the
+    end of the page."""
+    page = Path(page)
+    before = table_rows(page.read_text()) if page.exists() else 0
+    after = table_rows(text)
+    smaller = [f"{page} would show {after} table rows where it shows {before}"] if after < before else []
+    said = []   # what the page says of it (file names, no machine's paths)
+    for name, (old, new) in (sections or {}).items():
+        if old is not None and leaves(new) < leaves(old):
+            smaller.append(f"{source}'s section {name!r} would hold {leaves(new)} values where it holds {leaves(old)}")
+            said.append(f"{Path(source).name}'s {name!r} {leaves(new)} values where it held {leaves(old)}")
+    if smaller and not allow_shrink:
+        raise ShrinkError(f"not rendered: {'; '.join(smaller)} ({source} holds fewer records than the page shows). "
+                          f"Restore {source} (git diff -- {source}), or pass --allow-shrink to write the smaller "
+                          "page on purpose (recorded in the JSON and said on the page)")
+    if smaller:
+        import time
+
+        data.setdefault(SHRINK, []).append({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                            "page": page.name, "source": Path(source).name, "rows": [before, after],
+                                            "sections": "; ".join(said)})
+    notes = [f"**Partial on purpose** ({r['date']}): rendered from {r.get('source')} with --allow-shrink, "
+             f"{r['rows'][1]} table rows where the page showed {r['rows'][0]}"
+             + (f" ({r['sections']})" if r.get("sections") else "") + "."
+             for r in data.get(SHRINK, []) if r.get("page") == page.name]
+    return text.rstrip() + "\n\n" + "\n\n".join(notes) + "\n" if notes else text
+
+
 def python() -> str:
     return sys.executable
 

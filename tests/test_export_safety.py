@@ -74,12 +74,16 @@ def swapped(run: Path) -> list[str]:
 def test_a_non_empty_out_is_refused_and_force_replaces_it_whole(run, exported_a, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(exported_a, out)
-    (out / "teachers" / "math").mkdir()  # a stale file of an older export
+    (out / "teachers" / "math").mkdir()  # a file the export's marker does not list: refused, named
     (out / "teachers" / "math" / "model.safetensors").write_bytes(b"old")
     before = digest(out)
     with pytest.raises(SystemExit, match=r"export refused: --out .* exists and is not empty .*pass --force"):
         main(["verl", "--run", str(run), "--out", str(out)] + swapped(run))
+    with pytest.raises(SystemExit, match=r"its export did not write: teachers/math/model.safetensors"):
+        main(["verl", "--run", str(run), "--out", str(out), "--force"] + swapped(run))
     assert digest(out) == before
+    (out / "teachers" / "math" / "model.safetensors").unlink()
+    before = digest(out)
     main(["verl", "--run", str(run), "--out", str(out), "--force"] + swapped(run))
     assert not (out / "teachers" / "math").exists()  # replaced whole: nothing stale is kept
     umask = os.umask(0)

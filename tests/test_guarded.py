@@ -264,6 +264,66 @@ def test_force_replaces_a_previous_export(run, exported, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
+def test_the_marker_lists_every_file_and_force_refuses_one_it_does_not_list_anywhere(run, exported, tmp_path):
+    """Issue 46: `--force` over an export holding a user's file in a subfolder (data/my_run.log) returned 0 and
+    deleted it (only the top-level names were checked). The marker lists every file the export wrote, with its
+    size and sha256; --force refuses, naming it, anything else anywhere in the tree, or a listed file changed."""
+    out = tmp_path / "out"
+    shutil.copytree(exported, out)
+    listed = json.loads((out / MARKER).read_text())["files"]
+    assert set(listed) == {f.relative_to(out).as_posix() for f in out.rglob("*") if f.is_file() and f.name != MARKER}
+    assert listed["data/train.parquet"] == {"size": (out / "data" / "train.parquet").stat().st_size,
+                                            "sha256": hashlib.sha256((out / "data" / "train.parquet").read_bytes()).hexdigest()}
+    (out / "data" / "my_run.log").write_text("a user's log")
+    before = digest(out)
+    with pytest.raises(SystemExit, match=r"export refused: --out .* holds 1 file\(s\) its export did not write: "
+                                         r"data/my_run.log; --force removes only the files the export's "
+                                         rf"{MARKER} lists"):
+        main(["verl", "--run", str(run), "--out", str(out), "--force"])
+    assert digest(out) == before
+    (out / "data" / "my_run.log").unlink()
+    (out / "verl_config.yaml").write_text("# edited by hand\n")
+    with pytest.raises(SystemExit, match=r"its export did not write: verl_config.yaml \(changed since the export wrote it\)"):
+        main(["verl", "--run", str(run), "--out", str(out), "--force"])
+    shutil.copy(exported / "verl_config.yaml", out / "verl_config.yaml")
+    main(["verl", "--run", str(run), "--out", str(out), "--force"])
+    assert set(digest(out)) == set(digest(exported)) and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert digest(out)["data/train.parquet"] == digest(exported)["data/train.parquet"]
+
+
+def test_force_refuses_an_old_marker_without_a_file_list(run, exported, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(exported, out)
+    (out / MARKER).write_text(json.dumps({"written_by": "mopd_mini.export", "verl": "0.9.1",   # before issue 46
+                                          "files": sorted(["student_base", "teachers", "data", "reward", "export.json",
+                                                           "verl_config.yaml", "run_verl.sh", MARKER])}))
+    before = digest(out)
+    with pytest.raises(SystemExit, match=r"was written by an older export whose .* lists no files, so --force cannot "
+                                         r"tell its files from ones added since .*Move what you keep out of it, delete "
+                                         r"it, and export again"):
+        main(["verl", "--run", str(run), "--out", str(out), "--force"])
+    assert digest(out) == before
+
+
+def test_every_override_the_export_applies_is_recorded(run, tmp_path):
+    """Issue 46: --loss pg over a run trained with jsd wrote mopd_config.loss: pg and recorded no override."""
+    r = variant(run, tmp_path, loss="jsd")
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match=r"loss='jsd'"):
+        main(["verl", "--run", str(r), "--out", str(out)])
+    main(["verl", "--run", str(r), "--out", str(out), "--loss", "pg"])
+    saved = json.loads((out / "export.json").read_text())
+    assert saved["mopd_config"]["loss"] == "pg"
+    assert saved["overridden"] == [{"setting": "loss", "run": "jsd", "exported": "pg", "flag": "--loss"}]
+    main(["verl", "--run", str(run), "--out", str(out), "--force", "--allow-domain-mismatch",
+          "--teacher", f"binding={run / 'teacher_recall'}"])
+    saved = json.loads((out / "export.json").read_text())
+    assert saved["overridden"] == [
+        {"setting": "teachers.binding", "run": str(run / "teacher_binding"), "exported": str(run / "teacher_recall"),
+         "flag": "--teacher"},
+        {"setting": "allow_domain_mismatch", "run": None, "exported": True, "flag": "--allow-domain-mismatch"}]
+
+
 SIGTERM_SCRIPT = r"""
 import os, signal, sys
 from mopd_mini import export
@@ -378,6 +438,53 @@ def test_a_resume_with_other_teacher_weights_under_the_same_name_is_refused(teac
     with pytest.raises(ValueError, match=r"was trained with another 'teacher_binding': its weights' sha256 was"):
         train_student(teacher_bank, student_config(steps=2))
     assert (runs_dir / "g" / "student" / "checkpoint.pt").read_bytes() == before
+
+
+def test_the_checkpoint_keeps_the_manifest_and_a_missing_side_file_is_refused(teacher_bank, runs_dir, perturb):
+    """Issue 46: deleting student/teacher_manifest.json and swapping a teacher let the resume succeed (the new
+    manifest recorded only the new teacher). checkpoint.pt keeps a copy; a resume without the file is refused."""
+    train_student(teacher_bank, student_config(steps=1))
+    folder = runs_dir / "g" / "student"
+    assert runs.load_checkpoint(folder / "checkpoint.pt")["teachers"] == json.loads((folder / runs.MANIFEST).read_text())
+    (folder / runs.MANIFEST).unlink()
+    perturb(teacher_bank, "teacher_binding", seed=7)
+    before = (folder / "checkpoint.pt").read_bytes()
+    with pytest.raises(ValueError, match=r"teacher_manifest.json is missing, but .*checkpoint.pt records the teachers "
+                                         r"this run read \(teacher_binding, teacher_recall\).*restore_manifest"):
+        train_student(teacher_bank, student_config(steps=2))
+    assert (folder / "checkpoint.pt").read_bytes() == before and not (folder / runs.MANIFEST).exists()
+    (folder / runs.MANIFEST).write_text(json.dumps(runs.teacher_manifest(teacher_bank, student_config().route)))
+    with pytest.raises(ValueError, match=r"teacher_manifest.json does not match the copy in .*checkpoint.pt"):
+        train_student(teacher_bank, student_config(steps=2))   # a file rewritten for the new teacher: refused too
+    runs.restore_manifest(folder)
+    with pytest.raises(ValueError, match=r"was trained with another 'teacher_binding'"):
+        train_student(teacher_bank, student_config(steps=2))
+    assert (folder / "checkpoint.pt").read_bytes() == before
+
+
+def test_an_export_whose_manifest_file_is_missing_is_refused(run, tmp_path):
+    r = variant(run, tmp_path)
+    (r / "student" / runs.MANIFEST).unlink()
+    with pytest.raises(SystemExit, match=r"export refused: .*student/teacher_manifest.json is missing, but "
+                                         r".*checkpoint.pt records the teachers this run read"):
+        main(["verl", "--run", str(r), "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_old_checkpoint_without_the_copy_is_accepted_once_and_upgraded(teacher_bank, runs_dir, recwarn):
+    train_student(teacher_bank, student_config(steps=1))
+    path = runs_dir / "g" / "student" / "checkpoint.pt"
+    state = runs.load_checkpoint(path)
+    del state["teachers"]                                      # as written before issue 46
+    torch.save(state, path)
+    with pytest.warns(UserWarning, match=r"checkpoint.pt predates the copy of the teacher manifest kept inside "
+                                         r"checkpoints: it was checked against teacher_manifest.json this once, and "
+                                         r"now holds the copy \(teacher_binding, teacher_recall\)"):
+        train_student(teacher_bank, student_config(steps=1))   # the finished run, reloaded
+    assert runs.load_checkpoint(path)["teachers"] == json.loads((path.parent / runs.MANIFEST).read_text())
+    recwarn.clear()
+    train_student(teacher_bank, student_config(steps=1))
+    assert not [w for w in recwarn if "predates the copy" in str(w.message)]   # once
 
 
 # ------------------------------------------------------------------------------ 4. caches heal

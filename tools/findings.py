@@ -96,8 +96,16 @@ def comparison_sentence(name: str, p: dict, table: str, m: int | None = None) ->
 # ---------------------------------------------------------------------------------------------
 
 
+def _read(data_dir: Path, study: str, extra: dict | None = None) -> dict:
+    """<data_dir>/<study>.json through the studies' one schema check (studies.slices.read_record): a
+    broken or incomplete file stops with its name, the key and what was expected, never "no such finding"."""
+    from studies.slices import read_record
+
+    return read_record(data_dir / f"{study}.json", study, extra)
+
+
 def _matched(data_dir: Path) -> dict:
-    return json.loads((data_dir / "matched.json").read_text())
+    return _read(data_dir, "matched")
 
 
 def matched_pair(rep: dict, T: int, a: str, b: str) -> str:
@@ -324,7 +332,7 @@ def regimes_seed(data: dict, arm: str, m: str, domain: str, part: str, seed: int
 
 def results_stage3(data_dir: Path) -> str:
     import mopd_mini as mm
-    table = json.loads((data_dir / "results.json").read_text())["table"]
+    table = _read(data_dir, "results")["table"]
     names = {"MOPD-PG": "pg", "MOPD-Top-k": "topk", "exact reverse KL": "kl"}
     cells = []
     for label, loss in names.items():
@@ -476,7 +484,7 @@ def render(fid: str, data_dir: Path | None = None) -> str:
         a, b = parts[2].split("-")
         return matched_pair(rep, T, a, b)
     if parts[0] == "regimes":
-        data = json.loads((data_dir / "regimes.json").read_text())
+        data = _read(data_dir, "regimes")
         last, _, five = parts[-1].partition("@")
         parts[-1] = last
         if parts[2] == "cmp":
@@ -496,13 +504,13 @@ def render(fid: str, data_dir: Path | None = None) -> str:
     if parts[0] == "results" and parts[1] == "stage3":
         return results_stage3(data_dir)
     if parts[0] == "ablations":
-        summary = json.loads((data_dir / "ablations.json").read_text())["summary"]
+        summary = _read(data_dir, "ablations", {"summary": "mapping"})["summary"]
         if parts[1] == "none":
             return ablation_none(summary)
         key = "/".join(parts[2:] if parts[1] == "value" else parts[1:])
         return ablation_value(summary, key) if parts[1] == "value" else ablation_pair(summary, key)
     if parts[0] == "baselines":
-        rep = json.loads((data_dir / "baselines.json").read_text())
+        rep = _read(data_dir, "baselines")
         if parts[1] == "ranking":
             return baselines_ranking(rep)
         m, ref = parts[1].split("-")

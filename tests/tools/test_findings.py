@@ -5,6 +5,8 @@ changed JSON value, or a sentence written by hand, makes the check fail."""
 import json
 import shutil
 
+import pytest
+
 from tools import findings
 
 ROOT = findings.ROOT
@@ -210,7 +212,16 @@ def test_a_changed_ablations_or_baselines_value_fails_the_check(tmp_path):
     (data / "ablations.json").write_text(json.dumps(ab))
     base = json.loads((data / "baselines.json").read_text())
     for p in base["rows"]["mixrl"].values():
-        p["all"]["mean"] += 0.1                                                             # Mix-RL's mean moves
+        p["all"]["mean"] += 0.1                                 # the mean alone: not what its accuracies give
+    (data / "baselines.json").write_text(json.dumps(base))
+    with pytest.raises(SystemExit, match=r"baselines.json: key 'rows.mixrl.0.all.mean': expected the mean of its "
+                                         r"domains' normalised scores"):
+        findings.check(data_dir=data)
+    for p in base["rows"]["mixrl"].values():                    # Mix-RL's accuracies move, and its scores with them
+        for d in ("binding", "recall"):
+            p["all"][d]["model"] -= 0.1 * p["all"][d]["denominator"]
+            p["all"][d]["normalised"] -= 0.1
+        p["all"]["mean"] -= 0.2
     (data / "baselines.json").write_text(json.dumps(base))
     bad = findings.check(data_dir=data)
     for page in ("README.md", "docs/ablations.md", "notebooks/06_ablations.ipynb", "docs/instructor.md"):
