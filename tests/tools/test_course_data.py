@@ -26,7 +26,7 @@ def test_the_committed_view_is_not_stale():
 
 
 def test_a_changed_study_json_stales_the_view(tmp_path):
-    for name in ("matched.json", "ablations.json", "regimes.json"):
+    for name in ("matched.json", "ablations.json", "regimes.json", "baselines.json"):
         (tmp_path / name).write_text((ROOT / "docs" / name).read_text())
     rep = json.loads((tmp_path / "matched.json").read_text())
     rep["by_T"]["400"]["rows"]["mixrl"]["0"]["lift"]["mean"] += 0.05
@@ -42,8 +42,10 @@ def test_a_matched_pick_is_the_studys_holm_corrected_comparison(method):
         pick = evidence.matched_pick(VIEW, T, method)
         want = fam[(T, a, b)]
         assert pick["picked"]["T"] == T and [r["T"] for r in pick["rows"]] == [100, 200, 400]
-        for k in ("diff", "lo", "hi", "p_holm"):
+        for k in ("diff", "lo", "hi", "p_holm", "alpha_holm", "lo_holm", "hi_holm"):
             assert pick["picked"][k] == pytest.approx(want[k], abs=1e-6), (method, T, k)
+        r = pick["picked"]
+        assert (r["lo_holm"] > 0 or r["hi_holm"] < 0) == r["resolved_holm"], (method, T)   # the figure's wide bar
         assert pick["picked"]["resolved_holm"] == want["resolved_holm"] and pick["m"] == want["m"]
 
 
