@@ -8,7 +8,8 @@
     matched_figure / origin_figure / depth_figure the figure of a pick (title, axis labels, one scale)
 
 The file is package data (an installed package has no docs/), trimmed from the committed study
-JSON (docs/matched.json, docs/ablations.json, docs/regimes.json) by
+JSON (docs/matched.json, docs/ablations.json, docs/regimes.json, and docs/baselines.json for 05b's
+section 1, under "baselines") by
 
     python -m tools.course_data
 
