@@ -495,13 +495,15 @@ def decisions_markdown(rep: dict) -> list[str]:
     survive = [(k, v) for k, v in d["family"].items() if v["resolved_holm"]]
     uncorrected = [(k, v) for k, v in d["family"].items() if v["resolved"] and not v["resolved_holm"]]
     lines += ["Resolved after Holm's correction over the family of " + f"{m}: "
-              + ("; ".join(f"{LABEL[a]} minus {LABEL[b]} at T = {T}, {stats.interval_text(v)} (p (Holm) {v['p_holm']:.3f}"
+              + ("; ".join(f"{LABEL[a]} minus {LABEL[b]} at T = {T}, {stats.interval_text(v)} (p (Holm) {v['p_holm']:.3f}; "
+                           f"{stats.holm_interval_text(v, v['alpha_holm'])}"
                            + (f", {v['n']} seeds: below the five-seed rule" if v["n"] < FIVE else "") + ")"
                            for (T, a, b), v in survive) or "none") + ".", ""]
     if uncorrected:
         lines += ["Resolved only uncorrected (each 95% interval alone excludes 0; **not** resolved over the family, "
                   "so not a finding): " + "; ".join(f"{LABEL[a]} minus {LABEL[b]} at T = {T}, {stats.interval_text(v)} "
-                                                    f"(p {v['p']:.3f}, p (Holm) {v['p_holm']:.3f})"
+                                                    f"(p {v['p']:.3f}, p (Holm) {v['p_holm']:.3f}; "
+                                                    f"{stats.holm_interval_text(v, v['alpha_holm'])}, which includes 0)"
                                                     for (T, a, b), v in uncorrected) + ".", ""]
     return lines
 

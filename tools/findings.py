@@ -124,7 +124,8 @@ def matched_headline(rep: dict) -> str:
     out = f"at matched RL budgets of {Ts} GRPO steps per domain ({matched.FIVE} seeds each{left}), "
     if kl_res:
         out += "MOPD exact KL is resolved against " + "; ".join(
-            f"{_label(b)} at {T} steps ({stats.interval_text(fam[(T, a, b)])}, p (Holm) {fam[(T, a, b)]['p_holm']:.3f})"
+            f"{_label(b)} at {T} steps ({stats.interval_text(fam[(T, a, b)])}, p (Holm) {fam[(T, a, b)]['p_holm']:.3f}; "
+            f"{stats.holm_interval_text(fam[(T, a, b)], fam[(T, a, b)]['alpha_holm'])})"
             for T, a, b in kl_res)
     else:
         out += ("no comparison of MOPD exact KL with Mix-RL, RFT or soft labels is resolved after Holm's "
@@ -132,7 +133,8 @@ def matched_headline(rep: dict) -> str:
     if other:
         out += "; the " + ("one comparison that is" if len(other) == 1 else "comparisons that are") + ": " + "; ".join(
             f"{_label(a)} minus {_label(b)} at {T} steps ({stats.interval_text(fam[(T, a, b)])}, p (Holm) "
-            f"{fam[(T, a, b)]['p_holm']:.3f})" for T, a, b in other)
+            f"{fam[(T, a, b)]['p_holm']:.3f}; {stats.holm_interval_text(fam[(T, a, b)], fam[(T, a, b)]['alpha_holm'])})"
+            for T, a, b in other)
     return out
 
 
