@@ -46,9 +46,9 @@ from .ucmopd import Endorsement, GoldenGain
 OTHER = "teacher_binding_other"  # the foreign binding teacher's name in the course bank
 OTHER_TEACHER = {"steps": 400, "lr": 2e-3}
 """The other base's binding teacher: GRPO with the binding recipe bench/teacher_headroom.py chose
-on validation (docs/teachers.md: 400 steps at lr 2e-3, against the course preset's 200 at 1e-3), so
-that it is STRONGER than the course's own binding teacher, as the paper's foreign teacher was
-(measured in docs/ablations.md). The course's teachers keep the preset."""
+on validation (docs/teachers.md: 400 steps at lr 2e-3, against the course preset's 200 at 1e-3), meant
+to make it stronger than the course's own binding teacher, as the paper's foreign teacher was (one
+seed of each teacher in docs/ablations.md: higher there, not shown stronger by any interval). The course's teachers keep the preset."""
 OTHER_EXPERIMENT = "other_strong"  # its runs: runs/<experiment>/other_strong/
 CURVE_KEYS = ("step", "kl/binding", "kl/recall", "reward/binding", "reward/recall", "gg_kept/binding",
               "gg_kept/recall", "tef_masked/binding", "tef_masked/recall")

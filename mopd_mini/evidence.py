@@ -8,7 +8,8 @@
     matched_figure / origin_figure / depth_figure the figure of a pick (title, axis labels, one scale)
 
 The file is package data (an installed package has no docs/), trimmed from the committed study
-JSON (docs/matched.json, docs/ablations.json, docs/regimes.json) by
+JSON (docs/matched.json, docs/ablations.json, docs/regimes.json, and docs/baselines.json for 05b's
+section 1, under "baselines") by
 
     python -m tools.course_data
 
@@ -58,7 +59,8 @@ def rival_pair(key: str) -> tuple[str, str]:
 def matched_pick(view: dict, T: int, method: str) -> dict:
     """The comparison `method` (a RIVALS key) at every budget of the study, the picked T marked:
     {"a", "b", "label", "T", "m", "five", "rows": [{T, diff, lo, hi, half, per_seed, p, p_holm,
-    resolved_holm, reading, n, picked}], "picked": the picked T's row}."""
+    resolved_holm, alpha_holm, lo_holm, hi_holm, reading, n, picked}], "picked": the picked T's row}
+    (lo, hi: the uncorrected 95% interval; lo_holm, hi_holm: the interval at Holm's level)."""
     a, b = rival_pair(method)
     m = view["matched"]
     rows = [{**c, "T": int(t), "picked": int(t) == int(T)} for t, by in sorted(m["by_T"].items(), key=lambda kv: int(kv[0]))
@@ -78,15 +80,20 @@ def told_apart(view: dict, method: str) -> list[int]:
 
 
 def matched_figure(pick: dict, ax=None):
-    """The picked comparison's paired 95% interval at every T (per-seed differences as dots),
-    filled where Holm's correction over the family resolves it; the picked T drawn bold."""
-    fig, ax = (_figure((6.4, 3.4)) if ax is None else (ax.figure, ax))
+    """The picked comparison at every T: its interval at Holm's level (the level at which Holm's
+    step-down over the family tests it, `stats.holm_levels`; it excludes 0 exactly when the
+    comparison is resolved after the correction) as the wide bar, the uncorrected 95% interval as
+    the thin bar beside it, the per-seed differences as dots; red where resolved after Holm, the
+    picked T drawn bold."""
+    fig, ax = (_figure((6.4, 3.6)) if ax is None else (ax.figure, ax))
     for i, r in enumerate(pick["rows"]):
         colour = "tab:red" if r["resolved_holm"] else ("0.45" if r["n"] >= pick["five"] else "0.75")
-        ax.errorbar(i, r["diff"], yerr=r["half"], fmt="o", ms=9 if r["picked"] else 6, capsize=6,
+        holm = [[r["diff"] - r["lo_holm"]], [r["hi_holm"] - r["diff"]]]
+        ax.errorbar(i, r["diff"], yerr=holm, fmt="o", ms=9 if r["picked"] else 6, capsize=6,
                     lw=2.5 if r["picked"] else 1.2, color=colour, mfc=colour if r["resolved_holm"] else "white")
+        ax.errorbar(i - 0.12, r["diff"], yerr=r["half"], fmt="none", capsize=2, lw=0.8, color=colour, alpha=0.6)
         ax.scatter([i + 0.18] * len(r["per_seed"]), r["per_seed"], s=10, color=colour, zorder=3)
-        ax.annotate(f"p (Holm) {r['p_holm']:.3f}\n{r['n']} seeds", (i, r["hi"]), textcoords="offset points",
+        ax.annotate(f"p (Holm) {r['p_holm']:.3f}\n{r['n']} seeds", (i, r["hi_holm"]), textcoords="offset points",
                     xytext=(0, 6), ha="center", fontsize=7)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(range(len(pick["rows"])), [f"T = {r['T']}" for r in pick["rows"]])
@@ -95,9 +102,10 @@ def matched_figure(pick: dict, ax=None):
     ax.set_ylabel(f"{pick['label']}\nmean test lift, paired by seed", fontsize=8)
     p = pick["picked"]
     ax.margins(y=0.25)   # room above the intervals for their labels (the reading is in the note above)
-    ax.set_title(f"T = {p['T']}: {p['diff']:+.3f}, 95% interval [{p['lo']:+.3f}, {p['hi']:+.3f}]\n"
-                 f"(red: resolved after Holm over the family of {pick['m']}; pale: under {pick['five']} seeds)",
-                 fontsize=8)
+    ax.set_title(f"T = {p['T']}: {p['diff']:+.3f}; at Holm's level ({100 * (1 - p['alpha_holm']):.4g}%) "
+                 f"[{p['lo_holm']:+.3f}, {p['hi_holm']:+.3f}], uncorrected 95% [{p['lo']:+.3f}, {p['hi']:+.3f}]\n"
+                 f"(wide: Holm's level over the family of {pick['m']}, red if it excludes 0; thin: uncorrected 95%; "
+                 f"pale: under {pick['five']} seeds)", fontsize=7)
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     return fig

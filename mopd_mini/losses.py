@@ -16,7 +16,7 @@ The three ways to pull the student toward its teacher on the student's own sampl
                    Chunked, so it never holds several (B, T, V) fp32 tensors at once.
 
 and the cures for a student stuck confidently wrong (p_S(y) -> 1 on a token y with p_T(y) -> 0,
-where the reverse KL's gradient vanishes; /work/shared/MOPD_MATH.md, "Where the gradient vanishes"),
+where the reverse KL's gradient vanishes; docs/stuck.md, "The failure, in formulas"),
 on the same student samples:
 
   soft_label_kl    the FORWARD KL(p_T || p_S) over the full vocabulary: MOPD's loss "fkl" when

@@ -248,10 +248,12 @@ def stuck_gradient(curves: dict, p_wrong: float | None = None, title: str = ""):
 
 
 def method_bars(scores: dict, title: str = "Normalised score by method (0 = base, 1 = the domain's teacher)",
-                paper: dict | None = None, domains=("binding", "recall", "mean")):
+                paper: dict | None = None, domains=("binding", "recall", "mean"),
+                paper_label: str = "the paper's Qwen3-30B-A3B, 3 other domains: another model's score"):
     """Grouped bars: one group per method, one bar per domain (and the mean), error bars.
     scores: {method: {domain: (value, error)}}; `paper`: {method: the paper's figure} drawn as a
-    black tick on the mean bar."""
+    black tick on the mean bar, labelled `paper_label` (the paper's model and domains are not these:
+    the tick is a reference, not a score of this setting)."""
     methods = list(scores)
     width = 0.8 / len(domains)
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(methods) + 2), 3.8))
@@ -265,7 +267,7 @@ def method_bars(scores: dict, title: str = "Normalised score by method (0 = base
         if paper and paper.get(m) is not None:
             xm = i - 0.4 + width * (len(domains) - 0.5)
             ax.plot([xm - width / 2, xm + width / 2], [paper[m]] * 2, color="black", lw=2,
-                    label="the paper (mean)" if i == next(k for k, mm in enumerate(methods) if paper.get(mm) is not None) else None)
+                    label=paper_label if i == next(k for k, mm in enumerate(methods) if paper.get(mm) is not None) else None)
     ax.axhline(0, color="black", lw=0.6)
     ax.axhline(1, color="black", lw=0.6, ls="--")
     ax.set(xticks=x, ylabel="normalised score", title=title)

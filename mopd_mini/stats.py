@@ -11,7 +11,11 @@ spread to be resolved: few seeds buy little resolution, which is the honest answ
 
 A study's pre-registered comparisons are a family: `holm` corrects their p-values (the paired
 t-test's, `p_value`) by Holm's step-down rule, and a page calls a comparison resolved only when its
-Holm-adjusted p is below 0.05. An interval that includes 0 is *not resolved*, never a tie: a
+Holm-adjusted p is below 0.05, which is the same as saying that its interval at Holm's level excludes
+0: `holm_levels` gives the level 0.05 / (m - r) at which the step-down tests the comparison of
+rank r (r = 0 for the smallest p; past the first comparison the step-down keeps, that one's rank),
+and `interval_at` the interval at that level. A page prints that interval beside a Holm verdict
+(the uncorrected 95% one, where it shows it too, labelled so). An interval that includes 0 is *not resolved*, never a tie: a
 comparison is called equal only by `equivalent` (two one-sided tests, i.e. the 90% t-interval
 inside ±delta), with a margin delta registered before the run. `reading` puts the three verbs
 together.
@@ -171,6 +175,44 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     return out
 
 
+def holm_levels(pvalues: Sequence[float], alpha: float = 0.05) -> list[float]:
+    """The level at which Holm's step-down tests each p-value of a family, in the input's order: the
+    i-th smallest (i = 0..m-1) is tested at alpha / (m - i) while every smaller one was rejected;
+    from the first one that is not, the procedure stops, and it and every larger one get that
+    step's level. So the (1 - level) interval of a comparison excludes the null exactly when its
+    Holm-adjusted p (`holm`) is below alpha. A NaN p-value stays NaN and is not counted in m."""
+    ranked = sorted((v, i) for i, v in enumerate(pvalues) if not math.isnan(v))
+    m, out, stop = len(ranked), [float("nan")] * len(pvalues), None
+    for k, (v, i) in enumerate(ranked):
+        if stop is None and not v < alpha / (m - k):
+            stop = k
+        out[i] = alpha / (m - (k if stop is None else stop))
+    return out
+
+
+def interval_at(p: dict, alpha: float) -> tuple[float, float]:
+    """(lo, hi): `paired`'s interval of the mean difference at level 1 - alpha (the same standard
+    error, the t quantile 1 - alpha / 2); (NaN, NaN) below 2 pairs. At alpha = 0.05 it is p's own."""
+    n, half = p["n"], p["half"]
+    if n < 2 or math.isnan(half):
+        return float("nan"), float("nan")
+    if abs(alpha - 0.05) < 1e-12:
+        return p["diff"] - half, p["diff"] + half
+    h = t_quantile(1 - alpha / 2, n - 1) * half / t975(n - 1)
+    return p["diff"] - h, p["diff"] + h
+
+
+def level_text(alpha: float) -> str:
+    """'99.64%': the confidence level 1 - alpha as a page prints it."""
+    return f"{100 * (1 - alpha):.4g}%"
+
+
+def holm_interval_text(p: dict, alpha: float, digits: int = 3) -> str:
+    """"the interval at Holm's level (99.64%): -0.029 to +0.083": the interval beside a Holm verdict."""
+    lo, hi = interval_at(p, alpha)
+    return f"the interval at Holm's level ({level_text(alpha)}): {lo:+.{digits}f} to {hi:+.{digits}f}"
+
+
 def equivalent(p: dict, delta: float) -> bool:
     """Two one-sided tests at 0.05: both differences -delta and +delta rejected, i.e. the 90%
     t-interval of the mean difference lies inside (-delta, +delta)."""
@@ -181,19 +223,30 @@ def equivalent(p: dict, delta: float) -> bool:
     return -delta < p["diff"] - half90 and p["diff"] + half90 < delta
 
 
-def reading(p: dict, p_adj: float | None = None, margin: float | None = None, digits: int = 3) -> str:
+def reading(p: dict, p_adj: float | None = None, margin: float | None = None, digits: int = 3,
+            alpha: float | None = None) -> str:
     """The verb a page prints for a comparison of a family: "resolved above 0" / "resolved below 0"
     (by the Holm-adjusted p when given, else the interval), "equivalent within ±delta" (only with a
     margin registered before the run), else "not resolved: the interval allows differences from X
-    to Y" (the uncorrected 95% interval)."""
+    to Y" (the uncorrected 95% interval). With `alpha`, the comparison's level in Holm's step-down
+    (`holm_levels`), the verdict is printed with the interval at that level, which excludes 0
+    exactly when p_adj is below 0.05, and a not-resolved one with the uncorrected 95% interval
+    beside it, labelled so."""
     if p["n"] < 2 or math.isnan(p["half"]):
         return f"not resolved ({p['n']} seed{'s' if p['n'] != 1 else ''}: no interval)"
+    holm = alpha is not None and not math.isnan(alpha) and p_adj is not None and not math.isnan(p_adj)
     resolved = p_adj < 0.05 if p_adj is not None and not math.isnan(p_adj) else p["resolved"]
     if resolved:
-        return "resolved " + ("above 0" if p["diff"] > 0 else "below 0")
+        side = "resolved " + ("above 0" if p["diff"] > 0 else "below 0")
+        return side + (f" ({holm_interval_text(p, alpha, digits)})" if holm else "")
     if margin is not None and equivalent(p, margin):
         return f"equivalent within ±{margin:g}"
-    return f"not resolved: the interval allows differences from {p['lo']:+.{digits}f} to {p['hi']:+.{digits}f}"
+    raw = f"{p['lo']:+.{digits}f} to {p['hi']:+.{digits}f}"
+    if holm and abs(alpha - 0.05) > 1e-12:
+        lo, hi = interval_at(p, alpha)
+        return (f"not resolved: the interval at Holm's level ({level_text(alpha)}) allows differences from "
+                f"{lo:+.{digits}f} to {hi:+.{digits}f} (uncorrected 95% interval: {raw})")
+    return f"not resolved: the interval allows differences from {raw}" + (" (95%, Holm's level here)" if holm else "")
 
 
 def spread(values) -> dict:

@@ -252,7 +252,8 @@ def show_history(history: dict, show: bool = True):
 
 def matched_picker(view: dict | None = None, T: int = 400, method: str = "mopd_kl") -> Picker:
     """05b: pick a budget T and a comparison of the matched study's registered family: its paired
-    95% interval at every T, the picked one bold, red where Holm's correction resolves it."""
+    interval at Holm's level at every T (the uncorrected 95% one beside it, thinner), the picked one
+    bold, red where Holm's correction resolves it (the Holm-level interval excludes 0)."""
     view = evidence.load_view() if view is None else view
     Ts = sorted(int(t) for t in view["matched"]["by_T"])
     labels = view["matched"]["labels"]

@@ -407,7 +407,9 @@ def markdown(rep: dict) -> str:
             "Multiplicity (amendment, 2026-12-03): the comparisons of this table are one family; each verdict is "
             "Holm's step-down correction of the paired t-tests' p-values over the whole family (`bench.study.family`), "
             "and a verdict that holds only uncorrected is labelled so. No equivalence margin was registered: nothing "
-            "here is called equal.", "",
+            "here is called equal. So *resolved* here means p (Holm) below 0.05, which is the same as the interval at Holm's "
+            "level (printed in each verdict: the level at which Holm's step-down tests that comparison, "
+            "`mopd_mini.stats.holm_levels`) excluding 0; the ± column is the uncorrected 95% interval.", "",
             f"| method | minus MOPD-PG | per seed | verdict | minus {LABEL[best_mopd]} | per seed | verdict |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
     fam = study.family({f"{m}|{ref}": paired_rows(rep["rows"], m, ref) for m in order for ref in ("mopd_pg", best_mopd)
@@ -415,12 +417,13 @@ def markdown(rep: dict) -> str:
 
     def verdict(p, ref, key=None):
         f = fam.get(key) if key else None
+        at = f" ({stats.holm_interval_text(f, f['alpha_holm'], 2)})" if f is not None and f["n"] >= 2 else ""
         if f is not None and f["resolved"] and not f["resolved_holm"]:
-            return (f"not resolved after Holm (p (Holm) {f['p_holm']:.2f}); uncorrected: "
+            return (f"not resolved after Holm (p (Holm) {f['p_holm']:.2f}{at[1:-1] and '; ' + at[1:-1]}); uncorrected: "
                     + (f"better than {ref}" if p["diff"] > 0 else f"worse than {ref}"))
         if not (f["resolved_holm"] if f is not None else p["resolved"]):
-            return "not resolved"
-        return f"better than {ref}" if p["diff"] > 0 else f"worse than {ref}"
+            return "not resolved" + at
+        return (f"better than {ref}" if p["diff"] > 0 else f"worse than {ref}") + at
 
     for m in order:
         cells = []

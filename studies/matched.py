@@ -397,15 +397,19 @@ def results_markdown(rep: dict) -> str:
         m = next(iter(fam.values()))["m"] if fam else 0
         out += ["", f"Paired by seed, on the mean lift (the primary metric): mean difference ± 95% t half-width "
                 f"(uncorrected), the per-seed differences, the paired t-test's p uncorrected and Holm-adjusted over the "
-                f"family of {m} pre-listed comparisons (every T), and the reading after the correction (no equivalence "
-                "margin was registered, so an unresolved difference is \"not resolved\", never \"equal\"). The "
-                "normalised score's difference is descriptive (uncorrected).", "",
+                f"family of {m} pre-listed comparisons (every T), and the reading after the correction, printed with the "
+                "interval at Holm's level (the level at which Holm's step-down tests that comparison, "
+                "`mopd_mini.stats.holm_levels`: it excludes 0 exactly when the reading is resolved) and the "
+                "uncorrected one beside it (no equivalence margin was registered, so an unresolved difference is "
+                "\"not resolved\", never \"equal\"). The uncorrected columns say only whether the 95% interval "
+                "excludes 0, which is not *resolved* for a comparison of the family. The normalised score's difference "
+                "is descriptive (uncorrected).", "",
                 "| comparison | mean lift (uncorrected) | per seed | p | p (Holm) | reading (Holm) | normalised (uncorrected) |",
                 "| --- | --- | --- | --- | --- | --- | --- |"]
         for a, b in COMPARISONS:
             ab, rechecked = compared_rows(by_T, a, b)
             f, pn = fam[(int(key), a, b)], study.paired_rows(ab, a, b)
-            res = lambda p: stats.interval_text(p) + (" (resolved)" if p["resolved"] else " (not resolved)")  # noqa: E731
+            res = lambda p: stats.interval_text(p) + (" (excludes 0)" if p["resolved"] else " (includes 0)")  # noqa: E731
             out.append(f"| {LABEL[a]} minus {LABEL[b]}" + (" (the re-check's, below: fresh teachers)" if rechecked else "")
                        + f" | {res(f)} | "
                        f"{study.seeds_text({x: ab[a][x]['lift']['mean'] - ab[b][x]['lift']['mean'] for x in ab[a] if x in ab[b]})} | {f['p']:.3f} | {f['p_holm']:.3f} | "
@@ -491,13 +495,15 @@ def decisions_markdown(rep: dict) -> list[str]:
     survive = [(k, v) for k, v in d["family"].items() if v["resolved_holm"]]
     uncorrected = [(k, v) for k, v in d["family"].items() if v["resolved"] and not v["resolved_holm"]]
     lines += ["Resolved after Holm's correction over the family of " + f"{m}: "
-              + ("; ".join(f"{LABEL[a]} minus {LABEL[b]} at T = {T}, {stats.interval_text(v)} (p (Holm) {v['p_holm']:.3f}"
+              + ("; ".join(f"{LABEL[a]} minus {LABEL[b]} at T = {T}, {stats.interval_text(v)} (p (Holm) {v['p_holm']:.3f}; "
+                           f"{stats.holm_interval_text(v, v['alpha_holm'])}"
                            + (f", {v['n']} seeds: below the five-seed rule" if v["n"] < FIVE else "") + ")"
                            for (T, a, b), v in survive) or "none") + ".", ""]
     if uncorrected:
         lines += ["Resolved only uncorrected (each 95% interval alone excludes 0; **not** resolved over the family, "
                   "so not a finding): " + "; ".join(f"{LABEL[a]} minus {LABEL[b]} at T = {T}, {stats.interval_text(v)} "
-                                                    f"(p {v['p']:.3f}, p (Holm) {v['p_holm']:.3f})"
+                                                    f"(p {v['p']:.3f}, p (Holm) {v['p_holm']:.3f}; "
+                                                    f"{stats.holm_interval_text(v, v['alpha_holm'])}, which includes 0)"
                                                     for (T, a, b), v in uncorrected) + ".", ""]
     return lines
 

@@ -1231,6 +1231,25 @@ def holm_of(tests: dict) -> dict:
     return {k: v["p_holm"] for k, v in fam.items()}
 
 
+def decide_holm(p: dict, above: float | None = None, below: float | None = None, p_adj: float | None = None,
+                alpha: float | None = None) -> str:
+    """`decide` with the Holm-adjusted p put inside the verdict's own parenthesis: "supported (the interval
+    at Holm's level (98.33%): a to b; p (Holm) 0.004)", "not resolved: the interval at Holm's level ...
+    (uncorrected 95% interval: ...; p (Holm) 0.988)"."""
+    v = decide(p, above=above, below=below, p_adj=p_adj, alpha=alpha)
+    if p_adj is None or math.isnan(p_adj) or "(p (Holm) " in v:
+        return v
+    tag = f"p (Holm) {p_adj:.3f}"
+    return v[:-1] + f"; {tag})" if v.endswith(")") else f"{v} ({tag})"
+
+
+def holm_levels_of(tests: dict) -> dict:
+    """{name: the level at which Holm's step-down tests it} of the same family as `holm_of` (the
+    interval at that level excludes the rule's threshold exactly when the adjusted p is below 0.05)."""
+    fam = study.family({k: t[0] for k, t in tests.items()}, nulls={k: t[1] for k, t in tests.items()})
+    return {k: v["alpha_holm"] for k, v in fam.items()}
+
+
 FAMILY_NOTE = ("Multiplicity (amendment, 2026-12-03): the arm's family is its primary comparisons, the rows named "
                "H<k> without brackets ({names}); each decision reads Holm's correction over them (the paired t-test "
                "against the rule's threshold), shown as p (Holm); a bracketed row is reported or descriptive, outside "
@@ -1333,18 +1352,18 @@ def decisions_arm2(rep: ArmReport) -> tuple[list[str], dict]:
     row = rows.add
 
     gate_ok = bool(rep.gate and rep.gate["passed"])
-    adj = holm_of(primary_arm2(rep))
+    adj, lv = holm_of(primary_arm2(rep)), holm_levels_of(primary_arm2(rep))
     out["family"] = {h: a for h, a in adj.items()}
-    holm_txt = lambda h: f" (p (Holm) {adj[h]:.3f})" if not math.isnan(adj[h]) else ""  # noqa: E731
     p = comparison(rep, "grpo", 0.30, "chain", hin)
     out["H2.1"] = row("H2.1 GRPO at depths 2, 3 minus 0.30", p, "supported iff below 0; refuted iff above 0",
-                      decide(p, below=0.0, p_adj=adj["H2.1"]) + holm_txt("H2.1"))
+                      decide_holm(p, below=0.0, p_adj=adj["H2.1"], alpha=lv["H2.1"]))
     for loss in ("kl", "pg", "topk"):
         for lengths, where in ((hin, "depths 2, 3"), (h4, "depth 4")):
             p = comparison(rep, f"mopd_{loss}", "sft_teacher", "chain", lengths)
             primary = loss == "kl" and lengths == hin
             name = f"{'H2.2' if primary else '(H2.2, reported)'} MOPD {loss} minus the SFT teacher, {where}"
-            v = (decide(p, above=-0.05, p_adj=adj["H2.2"] if primary else None) + (holm_txt("H2.2") if primary else "")
+            v = (decide_holm(p, above=-0.05, p_adj=adj["H2.2"] if primary else None,
+                             alpha=lv["H2.2"] if primary else None)
                  if gate_ok else "not tested (gate G2 failed)")
             if not primary and lengths == h4 and gate_ok:   # the teacher is at 0.00 there: no reach to test
                 v = f"descriptive (by the rule: {v}; the teacher scores about 0.00 at depth 4, so this compares near-zero accuracies)"
@@ -1359,7 +1378,8 @@ def decisions_arm2(rep: ArmReport) -> tuple[list[str], dict]:
             p = stats.paired(growth, {s: 0.0 for s in growth})
             primary = other == "sft_traces" and deep == h4
             name = f"{'H2.3' if primary else '(H2.3, descriptive)'} growth of MOPD kl's lead over {label}, {where}"
-            v = (decide(p, above=0.0, p_adj=adj["H2.3"] if primary else None) + (holm_txt("H2.3") if primary else "")
+            v = (decide_holm(p, above=0.0, p_adj=adj["H2.3"] if primary else None,
+                             alpha=lv["H2.3"] if primary else None)
                  if gate_ok else "not tested (gate G2 failed)")
             if not primary and gate_ok:
                 v = f"descriptive ({decide(p, above=0.0)} by H2.3's rule)"
@@ -1390,8 +1410,21 @@ def decisions_arm1(rep: ArmReport) -> tuple[list[str], dict]:
     for d in pre:   # the conditional comparisons join the family where H1.1's interval is shown uncorrected
         fam[f"H1.2 {d}"] = (comparison(rep, "mopd_kl", "mixrl", d, allL[d]), 0.0)
         fam[f"H1.3 {d}"] = (comparison(rep, "rft", "mixrl", d, allL[d]), 0.0)
-    adj = holm_of(fam)
+    adj, lv = holm_of(fam), holm_levels_of(fam)
     out["family"] = adj
+
+    def holm_txt(key: str, p: dict) -> str:   # p (Holm) with the interval at Holm's level (stats.holm_levels)
+        if key not in adj or math.isnan(adj[key]):
+            return ""
+        return f" (p (Holm) {adj[key]:.3f}; {stats.holm_interval_text(p, lv[key])})"
+
+    def other_side(v: str, p: dict, q: dict, d: str, o: str) -> str:
+        """H1.2's rule is not met on either side when p is above 0 and q, on the other domain, below 0: say so."""
+        if p["n"] >= 2 and p["lo"] > 0 and q["n"] >= 2 and q["hi"] < 0:
+            return (f"not resolved: above 0 on {d}, but below 0 on {o} ({interval(q)}, uncorrected), which the "
+                    "rule's \"not below 0 on the other\" excludes; nor is it below 0, so not refuted")
+        return v
+
     for d in rep.arm.domains:
         for part in ("all", "held-in", "held-out"):
             p = comparison(rep, partner, rep.arm.teacher_of[d], d, rep.held[d][part])
@@ -1400,8 +1433,7 @@ def decisions_arm1(rep: ArmReport) -> tuple[list[str], dict]:
                 raw = p["n"] >= 2 and p["diff"] <= -0.10 and p["hi"] < 0
                 ok = raw and a < 0.05
                 v = ("shown on this domain" if ok else "not shown on this domain"
-                     + (" after Holm (uncorrected: shown)" if raw and not ok else "")) \
-                    + (f" (p (Holm) {a:.3f})" if not math.isnan(a) else "")
+                     + (" after Holm (uncorrected: shown)" if raw and not ok else "")) + holm_txt(f"H1.1 {d}", p)
                 if ok:
                     shown.append(d)
                 row(f"H1.1 D_{d} = {partner} minus teacher_{d} ({d}, all lengths)", p,
@@ -1419,10 +1451,11 @@ def decisions_arm1(rep: ArmReport) -> tuple[list[str], dict]:
             p, q = comparison(rep, f"mopd_{loss}", "mixrl", d, allL[d]), comparison(rep, f"mopd_{loss}", "mixrl", o, allL[o])
             v = "not resolved (fewer than 2 seeds)" if p["n"] < 2 else "supported" if p["lo"] > 0 and not q["hi"] < 0 \
                 else "refuted" if p["hi"] < 0 else "not resolved" + (f" ({p['n']} seeds finished)" if p["n"] < 3 else "")
+            v = other_side(v, p, q, d, o)
             if loss == "kl" and v in ("supported", "refuted") and not adj.get(f"H1.2 {d}", 0) < 0.05:
                 v = f"not resolved after Holm (uncorrected: {v})"
-            if loss == "kl" and f"H1.2 {d}" in adj:
-                v += f" (p (Holm) {adj[f'H1.2 {d}']:.3f})"
+            if loss == "kl":
+                v += holm_txt(f"H1.2 {d}", p)
             row(f"{'H1.2' if loss == 'kl' else '(H1.2 rule)'} MOPD {loss} minus Mix-RL on {d} (on {o}: {interval(q)})", p,
                 "supported iff above 0 and not below 0 on the other; refuted iff below 0", v)
             if loss == "kl":
@@ -1430,10 +1463,10 @@ def decisions_arm1(rep: ArmReport) -> tuple[list[str], dict]:
         p, q = comparison(rep, "rft", "mixrl", d, allL[d]), comparison(rep, "rft", "mixrl", o, allL[o])
         v = "not tested (RFT did not finish)" if p["n"] == 0 else "not resolved (fewer than 2 seeds)" if p["n"] < 2 else \
             "supported" if p["lo"] > 0 and not q["hi"] < 0 else "refuted" if p["hi"] < 0 else "not resolved"
+        v = other_side(v, p, q, d, o)
         if v in ("supported", "refuted") and not adj.get(f"H1.3 {d}", 0) < 0.05:
             v = f"not resolved after Holm (uncorrected: {v})"
-        if f"H1.3 {d}" in adj:
-            v += f" (p (Holm) {adj[f'H1.3 {d}']:.3f})"
+        v += holm_txt(f"H1.3 {d}", p)
         out["H1.3"] = row(f"H1.3 RFT minus Mix-RL on {d} (on {o}: {interval(q)})", p, "H1.2's rule", v)
         p = comparison(rep, "mopd_kl", "rft", d, allL[d])
         row(f"(H1.3) MOPD kl minus RFT on {d}", p, "registered: \"interval includes 0: the simple method did as "
@@ -1590,7 +1623,7 @@ def decisions_cures(rep: ArmReport) -> tuple[list[str], dict]:
     d = arm.domains[0]
     key, L = metric(arm), arm.compared
     fam = cure_rows(rep, d)
-    adj = holm_of(fam)
+    adj, lv = holm_of(fam), holm_levels_of(fam)
     out["family"] = adj
     few = len(rep.seeds) < 3
     where = f"{MEASURE_NAMES[key]}, mean over {', '.join(map(str, L))}"
@@ -1598,7 +1631,7 @@ def decisions_cures(rep: ArmReport) -> tuple[list[str], dict]:
     def verdict(h):
         if few:
             return f"not tested (fewer than 3 seeds pass gate {arm.gate_every_seed.name})"
-        return decide(fam[h][0], above=0.0, p_adj=adj[h]) + (f" (p (Holm) {adj[h]:.3f})" if not math.isnan(adj[h]) else "")
+        return decide_holm(fam[h][0], above=0.0, p_adj=adj[h], alpha=lv[h])
 
     rule = "supported iff above 0; refuted iff below 0 (Holm over the family)"
     for c in CURE_KEYS:

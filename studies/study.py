@@ -516,15 +516,21 @@ def family(comparisons: dict[str, dict], margins: dict[str, float] | None = None
     (`resolved_holm`), and the verb the page prints (`reading`: stats.reading with the margin
     registered for it before the run, if any; none registered: nothing is called equal). `nulls`:
     a comparison whose rule reads a threshold other than 0 is tested against it ({name: threshold};
-    its `reading` is still the one against 0, so such a study prints `decide`'s verb instead)."""
+    its `reading` is still the one against 0, so such a study prints `decide`'s verb instead).
+    Each also carries `alpha_holm`, the level at which Holm's step-down tests it (stats.holm_levels),
+    and `lo_holm`, `hi_holm`, its interval at that level: it excludes the comparison's null exactly
+    when `resolved_holm`, and the reading prints it beside the verdict."""
     margins, nulls = margins or {}, nulls or {}
     names = list(comparisons)
-    adj = stats.holm([stats.p_value(comparisons[k], nulls[k]) if k in nulls else comparisons[k]["p"] for k in names])
+    raw = [stats.p_value(comparisons[k], nulls[k]) if k in nulls else comparisons[k]["p"] for k in names]
+    adj, levels = stats.holm(raw), stats.holm_levels(raw)
     out = {}
-    for k, a in zip(names, adj):
+    for k, a, lv in zip(names, adj, levels):
         p = comparisons[k]
+        lo, hi = stats.interval_at(p, lv) if not math.isnan(lv) else (float("nan"), float("nan"))
         out[k] = {**p, "p_holm": a, "resolved_holm": not math.isnan(a) and a < 0.05, "m": len(names),
-                  "reading": stats.reading(p, a, margins.get(k))}
+                  "alpha_holm": lv, "lo_holm": lo, "hi_holm": hi,
+                  "reading": stats.reading(p, a, margins.get(k), alpha=lv)}
     return out
 
 
@@ -664,20 +670,34 @@ def stuck_rows(label: str, stuck: dict, steps: tuple, domain: str) -> list[str]:
     return out
 
 
-def decide(p: dict, above: float | None = None, below: float | None = None, p_adj: float | None = None) -> str:
+def decide(p: dict, above: float | None = None, below: float | None = None, p_adj: float | None = None,
+           alpha: float | None = None) -> str:
     """'supported' / 'refuted' / 'not resolved' by a registered rule: supported iff the interval
     lies above `above` (or below `below`). With `p_adj` (the Holm-adjusted p of the comparison
     against that threshold, over the study's family: `family`'s p_holm) the side is read only when
-    p_adj is below 0.05; otherwise "not resolved", with the differences the interval still allows."""
+    p_adj is below 0.05; otherwise "not resolved", with the differences the interval still allows:
+    the interval at Holm's level (`alpha`, the comparison's level in the step-down, by default p's
+    `alpha_holm` from `family`), which excludes the threshold exactly when p_adj is below 0.05, and
+    the uncorrected 95% one beside it, labelled so."""
     if p["n"] < 2 or math.isnan(p["half"]):
         return "not resolved (fewer than 2 seeds)"
+    alpha = p.get("alpha_holm") if alpha is None else alpha
     allows = f"not resolved: the interval allows differences from {p['lo']:+.3f} to {p['hi']:+.3f}"
+    if p_adj is not None and not math.isnan(p_adj) and alpha is not None and not math.isnan(alpha) \
+            and abs(alpha - 0.05) > 1e-12:
+        lo, hi = stats.interval_at(p, alpha)
+        allows = (f"not resolved: the interval at Holm's level ({stats.level_text(alpha)}) allows differences from "
+                  f"{lo:+.3f} to {hi:+.3f} (uncorrected 95% interval: {p['lo']:+.3f} to {p['hi']:+.3f})")
     if above is not None:
         v = "supported" if p["lo"] > above else "refuted" if p["hi"] < above else allows
     else:
         v = "supported" if p["hi"] < below else "refuted" if p["lo"] > below else allows
     if p_adj is not None and not p_adj < 0.05 and not v.startswith("not resolved"):
         return f"{allows} after Holm (p (Holm) {p_adj:.3f}; uncorrected: {v})"
+    if p_adj is not None and not p_adj < 0.05:
+        return allows
+    if p_adj is not None and alpha is not None and not math.isnan(alpha):
+        return f"{v} ({stats.holm_interval_text(p, alpha)})"
     return v
 
 

@@ -118,6 +118,39 @@ def test_holm_agrees_with_the_procedure_on_random_families():
         assert all(a >= p for a, p in zip(adj, ps))
 
 
+def test_the_interval_at_holms_level_excludes_0_exactly_when_holm_resolves():
+    """A Holm verdict is printed with the interval at the level the step-down tests that comparison
+    (stats.holm_levels): on random families of paired comparisons, that interval excludes 0 exactly
+    when the Holm-adjusted p is below 0.05, and it is never narrower than the uncorrected 95% one."""
+    import random
+    rng = random.Random(1)
+    for _ in range(300):
+        m = rng.randint(1, 15)
+        diffs = [[rng.gauss(mu, 0.05) for _ in range(rng.choice((3, 5)))]
+                 for mu in (rng.choice((0.0, 0.03, 0.1)) for _ in range(m))]
+        fam = [stats.paired(d, [0.0] * len(d)) for d in diffs]
+        ps = [p["p"] for p in fam]
+        for p, adj, lv in zip(fam, stats.holm(ps), stats.holm_levels(ps)):
+            lo, hi = stats.interval_at(p, lv)
+            assert (lo > 0 or hi < 0) == (adj < 0.05), (p, adj, lv)
+            assert lo <= p["lo"] + 1e-12 and hi >= p["hi"] - 1e-12
+
+
+def test_holms_level_by_hand_on_the_matched_studys_kl_minus_rft():
+    """docs/matched.md, T = 400: MOPD exact KL minus RFT, +0.027 ± 0.025 over 5 seeds, the second
+    smallest p of 15: tested at 0.05 / 14, its interval is about [-0.029, +0.083], which includes 0
+    as its Holm verdict (not resolved) says, while the uncorrected 95% interval [+0.002, +0.053] does not."""
+    p = stats.paired([0.048, 0.023, 0.031, 0.039, -0.006], [0.0] * 5)
+    assert p["resolved"]
+    lv = stats.holm_levels([1e-4, p["p"]] + [0.5] * 13)[1]
+    assert lv == pytest.approx(0.05 / 14)
+    lo, hi = stats.interval_at(p, lv)
+    assert lo == pytest.approx(-0.029, abs=0.002) and hi == pytest.approx(0.083, abs=0.002)
+    text = stats.reading(p, stats.holm([1e-4, p["p"]] + [0.5] * 13)[1], alpha=lv)
+    assert text.startswith("not resolved: the interval at Holm's level (99.64%) allows differences from -0.0")
+    assert "(uncorrected 95% interval: +0.00" in text            # the per-seed values here are rounded
+
+
 def test_reading_and_equivalence():
     p = stats.paired([0.01, -0.01, 0.02, 0.0, 0.005], [0.0] * 5)
     assert stats.reading(p).startswith("not resolved: the interval allows differences from")

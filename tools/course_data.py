@@ -3,8 +3,8 @@
     python -m tools.course_data            # write it (seconds; reads docs/*.json, trains nothing)
     python -m tools.course_data --check    # exit 1 if the committed file is not what it would write
 
-Notebooks 05b, 06 and 07 draw their widgets from that file (mopd_mini.evidence), so an installed
-package, which has no docs/, has them too. The matched study's comparisons are taken from the
+Notebooks 05b, 06 and 07 draw their widgets from that file (mopd_mini.evidence), and 05b's section 1
+its figures (docs/baselines.json trimmed), so an installed package, which has no docs/, has them too. The matched study's comparisons are taken from the
 study's own code (bench.matched.family: paired 95% t-intervals, Holm-adjusted over the registered
 family), so the widget shows the decisions the page prints; tests/tools/test_course_data.py runs --check.
 """
@@ -23,7 +23,8 @@ from studies.baselines import LABEL
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-KEPT = ("diff", "half", "lo", "hi", "n", "per_seed", "p", "p_holm", "resolved", "resolved_holm", "reading")
+KEPT = ("diff", "half", "lo", "hi", "n", "per_seed", "p", "p_holm", "resolved", "resolved_holm", "alpha_holm",
+        "lo_holm", "hi_holm", "reading")
 
 
 def _round(x):
@@ -75,10 +76,24 @@ def regimes_view(rep: dict, arm: str = "2", domain: str = "chain") -> dict:
             "registered": v["seeds"], "methods": {m: methods[m] for m in v["methods"] if m in methods}}
 
 
+def baselines_view(rep: dict) -> dict:
+    """docs/baselines.json trimmed to what notebook 05b's section 1 reads (mopd_mini.views.baselines_view
+    and its printout): per method and seed the test scores and the FLOPs, the val curves, the merge
+    grid, the denominators and the command, so the section draws where docs/ is absent (a hosted copy)."""
+    rows = {m: {s: {"all": {**{d: {"normalised": r["all"][d]["normalised"]} for d in ("binding", "recall")},
+                            "mean": r["all"]["mean"]},
+                    "stage": {"flops": r["stage"]["flops"]}, "pipeline": {"flops": r["pipeline"]["flops"]}}
+                for s, r in per.items()} for m, per in rep["rows"].items()}
+    grid = {k: v for k, v in rep.get("grid", {}).items() if k.startswith("merge_")}
+    return {"command": rep["command"], "denominators": rep["denominators"], "rows": rows,
+            "curves": rep.get("curves", {}), "grid": grid}
+
+
 def make(docs: Path = DOCS) -> dict:
     read = lambda name: json.loads((docs / name).read_text())  # noqa: E731
     return _round({"matched": matched_view(read("matched.json")), "origin": origin_view(read("ablations.json")),
-                   "regimes": regimes_view(read("regimes.json")), "made_by": evidence.MADE_BY})
+                   "regimes": regimes_view(read("regimes.json")), "baselines": baselines_view(read("baselines.json")),
+                   "made_by": evidence.MADE_BY})
 
 
 def text(view: dict) -> str:

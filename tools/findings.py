@@ -132,7 +132,8 @@ def matched_headline(rep: dict) -> str:
     out = f"at matched RL budgets of {Ts} GRPO steps per domain ({matched.FIVE} seeds each{left}), "
     if kl_res:
         out += "MOPD exact KL is resolved against " + "; ".join(
-            f"{_label(b)} at {T} steps ({stats.interval_text(fam[(T, a, b)])}, p (Holm) {fam[(T, a, b)]['p_holm']:.3f})"
+            f"{_label(b)} at {T} steps ({stats.interval_text(fam[(T, a, b)])}, p (Holm) {fam[(T, a, b)]['p_holm']:.3f}; "
+            f"{stats.holm_interval_text(fam[(T, a, b)], fam[(T, a, b)]['alpha_holm'])})"
             for T, a, b in kl_res)
     else:
         out += ("no comparison of MOPD exact KL with Mix-RL, RFT or soft labels is resolved after Holm's "
@@ -140,7 +141,8 @@ def matched_headline(rep: dict) -> str:
     if other:
         out += "; the " + ("one comparison that is" if len(other) == 1 else "comparisons that are") + ": " + "; ".join(
             f"{_label(a)} minus {_label(b)} at {T} steps ({stats.interval_text(fam[(T, a, b)])}, p (Holm) "
-            f"{fam[(T, a, b)]['p_holm']:.3f})" for T, a, b in other)
+            f"{fam[(T, a, b)]['p_holm']:.3f}; {stats.holm_interval_text(fam[(T, a, b)], fam[(T, a, b)]['alpha_holm'])})"
+            for T, a, b in other)
     return out
 
 
@@ -285,8 +287,25 @@ def matched_family(rep: dict) -> str:
 
 
 def matched_decision(rep: dict, h: str) -> str:
+    """A decision of the matched page's table; H1 and H2 read only the T's run with the page's five
+    seeds (its rule for a stated finding), so a T run with fewer is in neither sentence."""
     from studies import matched
-    return f"{h}: {matched.decisions(rep)[h]} (docs/matched.md, decisions table)."
+    d = matched.decisions(rep)
+    five = [T for T in d["Ts"] if len(rep["by_T"][str(T)].get("seeds_done", [None] * matched.FIVE)) >= matched.FIVE]
+    if h == "H1" and five != d["Ts"]:
+        res = [T for T in five if d["by_T"][T]["mopd_kl-mixrl"]["resolved"]]
+        Ts = " and ".join(map(str, five))
+        verdict = ("not contradicted: MOPD exact KL minus Mix-RL is not resolved at T = " + Ts + ", the T's run with "
+                   f"{matched.FIVE} seeds, after Holm's correction; not resolved is not a tie (no equivalence margin "
+                   "was registered)" if not res else
+                   "contradicted at " + ", ".join(f"T = {T} (MOPD exact KL "
+                                                  f"{'ahead' if d['by_T'][T]['mopd_kl-mixrl']['diff'] > 0 else 'behind'})"
+                                                  for T in res))
+        return f"H1: {verdict} (docs/matched.md, decisions table, read with its five-seed rule)."
+    if h == "H2" and not {100, 400} <= set(five):
+        return (f"H2: not decided by the five-seed rule: it compares T = 100 with T = 400, and not both ran "
+                f"{matched.FIVE} seeds (docs/matched.md, decisions table, read with its five-seed rule).")
+    return f"{h}: {d[h]} (docs/matched.md, decisions table)."
 
 
 def matched_cure(rep: dict, T: int, key: str) -> str:

@@ -9,6 +9,8 @@ import math
 
 import pytest
 
+from mopd_mini import stats
+
 
 @pytest.fixture
 def matched(monkeypatch, tmp_path):
@@ -84,13 +86,17 @@ def test_cures_decisions_follow_h2b1_with_holm_over_four(matched):
     block = made_up({"mopd_fkl": [0.10, 0.11, 0.09, 0.10, 0.12], "mopd_jsd": [-0.10, -0.11, -0.09, -0.10, -0.12],
                      "mopd_kl_lmbda": [0.03, -0.05, 0.04, -0.02, 0.01], "mopd_topk_support": [0.02, 0.05, 0.01, 0.06, 0.01]})
     dec = matched.cures_decisions(block)
-    assert dec["mopd_fkl"]["decision"] == "supported" and dec["mopd_jsd"]["decision"] == "refuted"
-    assert dec["mopd_kl_lmbda"]["decision"].startswith("not resolved: the interval allows differences from")
+    assert dec["mopd_fkl"]["decision"].startswith("supported (the interval at Holm's level")
+    assert dec["mopd_jsd"]["decision"].startswith("refuted (the interval at Holm's level")
+    assert dec["mopd_kl_lmbda"]["decision"].startswith("not resolved: the interval at Holm's level")
     raw = sorted(d["p"] for d in dec.values())
     assert math.isclose(min(d["p_holm"] for d in dec.values()), min(1.0, 4 * raw[0]))     # Holm's first step: x4
     support = dec["mopd_topk_support"]
     assert support["resolved"] and support["p"] < 0.05 and not support["p_holm"] < 0.05
     assert "after Holm" in support["decision"] and "uncorrected: supported" in support["decision"]
+    lo, hi = stats.interval_at(support, support["alpha_holm"])         # the verdict prints the interval it reads
+    assert lo < 0 < hi and f"allows differences from {lo:+.3f} to {hi:+.3f}" in support["decision"]
+    assert "(uncorrected 95% interval: " in support["decision"]
     assert not any("equal" in d["decision"] for d in dec.values())
 
 

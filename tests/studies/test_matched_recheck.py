@@ -112,7 +112,11 @@ def test_a_complete_recheck_takes_the_sweeps_place_in_the_registered_comparison(
     assert after[(400, "mopd_kl", "rft")]["diff"] == pytest.approx(0.0) != before[(400, "mopd_kl", "rft")]["diff"]
     assert before[(400, "mopd_kl", "rft")]["diff"] == pytest.approx(-0.046)
     assert {v["m"] for v in after.values()} == {v["m"] for v in before.values()} == {10}   # in place, not added
-    assert after[(400, "mopd_kl", "mixrl")] == before[(400, "mopd_kl", "mixrl")]
+    # the other comparisons' own numbers stay; their level in Holm's step-down (alpha_holm, the interval at it
+    # and the reading that prints it) may move, since where the step-down stops depends on every p of the family
+    holm_level = {"alpha_holm", "lo_holm", "hi_holm", "reading"}
+    same = lambda v: {k: x for k, x in v.items() if k not in holm_level}  # noqa: E731
+    assert same(after[(400, "mopd_kl", "mixrl")]) == same(before[(400, "mopd_kl", "mixrl")])
 
     saved, out = tmp_path / "rendered.json", tmp_path / "docs"
     out.mkdir()

@@ -26,7 +26,7 @@ def test_the_committed_view_is_not_stale():
 
 
 def test_a_changed_study_json_stales_the_view(tmp_path):
-    for name in ("matched.json", "ablations.json", "regimes.json"):
+    for name in ("matched.json", "ablations.json", "regimes.json", "baselines.json"):
         (tmp_path / name).write_text((ROOT / "docs" / name).read_text())
     rep = json.loads((tmp_path / "matched.json").read_text())
     rep["by_T"]["400"]["rows"]["mixrl"]["0"]["lift"]["mean"] += 0.05
@@ -42,8 +42,10 @@ def test_a_matched_pick_is_the_studys_holm_corrected_comparison(method):
         pick = evidence.matched_pick(VIEW, T, method)
         want = fam[(T, a, b)]
         assert pick["picked"]["T"] == T and [r["T"] for r in pick["rows"]] == [100, 200, 400]
-        for k in ("diff", "lo", "hi", "p_holm"):
+        for k in ("diff", "lo", "hi", "p_holm", "alpha_holm", "lo_holm", "hi_holm"):
             assert pick["picked"][k] == pytest.approx(want[k], abs=1e-6), (method, T, k)
+        r = pick["picked"]
+        assert (r["lo_holm"] > 0 or r["hi_holm"] < 0) == r["resolved_holm"], (method, T)   # the figure's wide bar
         assert pick["picked"]["resolved_holm"] == want["resolved_holm"] and pick["m"] == want["m"]
 
 
@@ -58,3 +60,18 @@ def test_05bs_question_has_the_answer_the_json_gives():
     assert kl_rft["resolved"] and not kl_rft["resolved_holm"]
     with pytest.raises(KeyError, match="T = 300"):
         evidence.matched_pick(VIEW, 300, "mopd_kl")
+
+
+def test_05b_section_1_draws_the_same_from_the_package_data_as_from_docs():
+    """05b's section 1 reads docs/baselines.json trimmed into the package data (a hosted copy has no
+    docs/): the view its figures draw is the same as from the full JSON, and so are its printed fields."""
+    from mopd_mini import views
+    full = json.loads((ROOT / "docs" / "baselines.json").read_text())
+    shipped = VIEW["baselines"]
+    a, b = views.baselines_view(full), views.baselines_view(shipped)
+    assert a.keys() == b.keys()
+    for m, sc in a["scores"].items():
+        for d, (mean, sd) in sc.items():
+            assert b["scores"][m][d][0] == pytest.approx(mean, abs=1e-5) and b["scores"][m][d][1] == pytest.approx(sd, abs=1e-5)
+    assert a["merges"].keys() == b["merges"].keys() and a["curves"].keys() == b["curves"].keys()
+    assert shipped["command"] == full["command"] and list(shipped["rows"]["mopd_pg"]) == list(full["rows"]["mopd_pg"])
