@@ -76,7 +76,7 @@ def regimes_view(rep: dict, arm: str = "2", domain: str = "chain") -> dict:
             "registered": v["seeds"], "methods": {m: methods[m] for m in v["methods"] if m in methods}}
 
 
-def baselines_view(rep: dict) -> dict:
+def baselines_for_05b(rep: dict) -> dict:
     """docs/baselines.json trimmed to what notebook 05b's section 1 reads (mopd_mini.views.baselines_view
     and its printout): per method and seed the test scores and the FLOPs, the val curves, the merge
     grid, the denominators and the command, so the section draws where docs/ is absent (a hosted copy)."""
@@ -92,7 +92,7 @@ def baselines_view(rep: dict) -> dict:
 def make(docs: Path = DOCS) -> dict:
     read = lambda name: json.loads((docs / name).read_text())  # noqa: E731
     return _round({"matched": matched_view(read("matched.json")), "origin": origin_view(read("ablations.json")),
-                   "regimes": regimes_view(read("regimes.json")), "baselines": baselines_view(read("baselines.json")),
+                   "regimes": regimes_view(read("regimes.json")), "baselines": baselines_for_05b(read("baselines.json")),
                    "made_by": evidence.MADE_BY})
 
 
