@@ -936,7 +936,7 @@ def recheck_markdown(rep: dict, T: int, against: str) -> list[str]:
            *method_table(rep, block, (a, b)), "", *choice_lines(block, (a, b), LABEL), ""]
     per = {f"{LABEL[m]}, this re-check": rows[m] for m in (a, b)}
     per.update({f"{LABEL[m]}, the sweep's recorded run": recorded[m] for m in (a, b) if m in recorded})
-    out += [f"Per seed, mean test lift (the sweep's recorded rows at T = {T}: descriptive, other teachers):", "",
+    out += [f"Per seed, mean test lift (the sweep's recorded rows at T = {T}: descriptive, its own teachers):", "",
             "| method | " + " | ".join(f"seed {s}" for s in seeds) + " |", "| --- | " + " | ".join("---" for _ in seeds) + " |"]
     out += [f"| {label} | " + " | ".join(f"{v[str(s)]['lift']['mean']:.3f}" if str(s) in v else "—" for s in seeds) + " |"
             for label, v in per.items()]
