@@ -117,6 +117,7 @@ def test_quiet_turns_off_transformers_bars_only_when_given():
 
     p = argparse.ArgumentParser()
     slices.quiet_flag(p)
+    hf_logging.enable_progress_bar()   # a study's main run in this process with --quiet before may have turned them off
     try:
         assert p.parse_args([]).quiet is False and hf_logging.is_progress_bar_enabled()
         assert p.parse_args(["--quiet"]).quiet is True
