@@ -1,4 +1,4 @@
-"""Every public entry point validated by its types (issue 46, section 3): the configs' validator
+"""Every public entry point validated by its types: the configs' validator
 (mopd_mini.validate) guards the library's public functions from their own annotations, at the call
 from outside the package; the nucleus keeps its most likely token at any top_p; an option the chosen
 loss ignores is refused, naming both; and the command line creates nothing before its checks pass,

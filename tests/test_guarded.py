@@ -265,7 +265,7 @@ def test_force_replaces_a_previous_export(run, exported, tmp_path):
 
 
 def test_the_marker_lists_every_file_and_force_refuses_one_it_does_not_list_anywhere(run, exported, tmp_path):
-    """Issue 46: `--force` over an export holding a user's file in a subfolder (data/my_run.log) returned 0 and
+    """Before its marker listed files, `--force` over an export holding a user's file in a subfolder (data/my_run.log) returned 0 and
     deleted it (only the top-level names were checked). The marker lists every file the export wrote, with its
     size and sha256; --force refuses, naming it, anything else anywhere in the tree, or a listed file changed."""
     out = tmp_path / "out"
@@ -294,7 +294,7 @@ def test_the_marker_lists_every_file_and_force_refuses_one_it_does_not_list_anyw
 def test_force_refuses_an_old_marker_without_a_file_list(run, exported, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(exported, out)
-    (out / MARKER).write_text(json.dumps({"written_by": "mopd_mini.export", "verl": "0.9.1",   # before issue 46
+    (out / MARKER).write_text(json.dumps({"written_by": "mopd_mini.export", "verl": "0.9.1",   # a marker from before it listed its files
                                           "files": sorted(["student_base", "teachers", "data", "reward", "export.json",
                                                            "verl_config.yaml", "run_verl.sh", MARKER])}))
     before = digest(out)
@@ -306,7 +306,7 @@ def test_force_refuses_an_old_marker_without_a_file_list(run, exported, tmp_path
 
 
 def test_every_override_the_export_applies_is_recorded(run, tmp_path):
-    """Issue 46: --loss pg over a run trained with jsd wrote mopd_config.loss: pg and recorded no override."""
+    """Before export.json recorded overrides, --loss pg over a run trained with jsd wrote mopd_config.loss: pg and recorded no override."""
     r = variant(run, tmp_path, loss="jsd")
     out = tmp_path / "out"
     with pytest.raises(SystemExit, match=r"loss='jsd'"):
@@ -441,7 +441,7 @@ def test_a_resume_with_other_teacher_weights_under_the_same_name_is_refused(teac
 
 
 def test_the_checkpoint_keeps_the_manifest_and_a_missing_side_file_is_refused(teacher_bank, runs_dir, perturb):
-    """Issue 46: deleting student/teacher_manifest.json and swapping a teacher let the resume succeed (the new
+    """Before checkpoints kept the manifest, deleting student/teacher_manifest.json and swapping a teacher let the resume succeed (the new
     manifest recorded only the new teacher). checkpoint.pt keeps a copy; a resume without the file is refused."""
     train_student(teacher_bank, student_config(steps=1))
     folder = runs_dir / "g" / "student"
@@ -475,7 +475,7 @@ def test_an_old_checkpoint_without_the_copy_is_accepted_once_and_upgraded(teache
     train_student(teacher_bank, student_config(steps=1))
     path = runs_dir / "g" / "student" / "checkpoint.pt"
     state = runs.load_checkpoint(path)
-    del state["teachers"]                                      # as written before issue 46
+    del state["teachers"]                                      # as written before checkpoints kept the copy
     torch.save(state, path)
     with pytest.warns(UserWarning, match=r"checkpoint.pt predates the copy of the teacher manifest kept inside "
                                          r"checkpoints: it was checked against teacher_manifest.json this once, and "

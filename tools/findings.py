@@ -950,7 +950,7 @@ def unheld(root: Path = ROOT, entries: list[dict] | None = None) -> list[str]:
     return [b for s in scan(root, entries) for b in s.bad] + check_sources(entries, root)
 
 
-UNREVIEWED = ("unreviewed: frozen as committed (issue 45, section 1); not yet tied to a source or given a reason. "
+UNREVIEWED = ("unreviewed: frozen as committed; not yet tied to a source or given a reason. "
               "Any edit of it fails the check; tie it (a finding, a quote) or give its reason, and the list shrinks")
 
 

@@ -80,7 +80,8 @@ def edit(root, page, old, new):
     assert hits == 1, (page, old, hits)
 
 
-# Issue 45's six hand edits of numbers, each of which passed the earlier check, on the sentences as they
+# Six hand edits of numbers, each of which passed the earlier check (which read no integers and let a number
+# pass if anything on its page rounded to it), on the sentences as they
 # stand now (README's cited Qwen3-1.7B run; 06's "about 3x farther", removed since and put back; the
 # regimes page's seed-4 teacher and SFT's cost ratio; the guide's project 6 interval; solutions/07's KL).
 SIX_EDITS = [
@@ -174,7 +175,7 @@ def test_the_rendered_verbs_follow_the_corrected_decisions():
     assert "resolved below 0" in findings.render("matched/T400/mopd_pg-mixrl")
     kl_rft = findings.render("matched/T400/mopd_kl-rft")      # resolved uncorrected only: labelled so
     assert "resolved only uncorrected" in kl_rft
-    # the verdict is printed with the interval it reads: at Holm's level it includes 0 (issue 45, point 2),
+    # the verdict is printed with the interval it reads: at Holm's level it includes 0,
     # the uncorrected 95% one, which does not, beside it and labelled so
     assert ("not resolved: the interval at Holm's level (99.64%) allows differences from -0.029 to +0.084 "
             "(uncorrected 95% interval: +0.002 to +0.053)") in kl_rft
