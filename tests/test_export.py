@@ -7,6 +7,7 @@ broken ones."""
 import copy
 import importlib.util
 import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -182,6 +183,21 @@ def test_missing_teacher_and_bad_layout_are_refused(exported, tmp_path):
 def test_run_without_student_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="train the student first"):
         read_run(tmp_path)
+
+
+def test_the_verl_check_loads_the_losses_without_the_package():
+    """tools/check_verl.py runs in verl's venv, where mopd_mini's __init__ cannot import (verl pins
+    another transformers): it loads losses.py, and the validate.py that losses.py imports, by path.
+    Run here in a fresh process, so that it fails without .venv-verl too (as it once did in CI)."""
+    code = ("import runpy, sys\n"
+            "losses = runpy.run_path('tools/check_verl.py', run_name='check')['load_losses']()\n"
+            "import torch\n"
+            "x = torch.zeros(1, 3)\n"
+            "loss, _ = losses.pg_loss(x, x, torch.ones(1, 3))\n"
+            "print(losses.__name__, float(loss) + 0.0, sorted(m for m in ('mopd_mini', 'transformers') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["mopd_losses_only.losses", "0.0", "[]"], done.stdout
 
 
 @pytest.mark.slow

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import traceback
+import types
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -73,11 +74,15 @@ def verl_error(err: BaseException) -> str:
 
 
 def load_losses():
-    """mopd_mini/losses.py by path: pure torch, so it imports without the course's transformers."""
-    spec = importlib.util.spec_from_file_location("mopd_losses", ROOT / "mopd_mini" / "losses.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """mopd_mini/losses.py without the package's __init__ (which imports the course's transformers;
+    verl pins another): an empty stand-in package whose path is mopd_mini/, so the module's own
+    relative import (validate.py, standard library only) resolves there and nothing else loads."""
+    name = "mopd_losses_only"
+    if name not in sys.modules:
+        package = types.ModuleType(name)
+        package.__path__ = [str(ROOT / "mopd_mini")]
+        sys.modules[name] = package
+    return importlib.import_module(f"{name}.losses")
 
 
 # ---------------------------------------------------------------------------------------------
