@@ -73,7 +73,7 @@ from mopd_mini import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 MARK = re.compile(r"<!-- finding: (?P<id>[^ ]+) -->(?P<text>.*?)<!-- /finding -->", re.S)
-PAGES = ("README.md", "docs/instructor.md", "docs/matched.md", "docs/regimes.md", "docs/ablations.md",
+PAGES = ("README.md", "docs/findings.md", "docs/instructor.md", "docs/matched.md", "docs/regimes.md", "docs/ablations.md",
          "docs/baselines.md", "notebooks/*.ipynb", "notebooks/solutions/*.md")
 
 
@@ -478,9 +478,29 @@ def baselines_ranking(rep: dict, top: int = 4) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+_SHORTER = (   # (pattern, replacement): the words a short form leaves out; never a number or a verdict
+    (re.compile(r" \(uncorrected 95% interval: [^;()]*; (p \(Holm\) [0-9.]+)\)"), r" (\1)"),
+    (re.compile(r" \(uncorrected 95% interval: [^;()]*\)"), ""),
+    (re.compile(r" over the family of \d+"), ""),
+    (re.compile(r" allows differences from (\S+) to "), r" allows \1 to "),
+    (re.compile(r"after Holm's correction over the study's (\d+) registered comparisons"), r"after Holm's correction (\1 comparisons)"),
+)
+
+
+def shorten(sentence: str) -> str:
+    """The short form of a rendered finding (README's `short/<id>` markers): the same decision and the
+    same numbers but the uncorrected interval (the page beside it keeps it), in fewer words."""
+    for pattern, repl in _SHORTER:
+        sentence = pattern.sub(repl, sentence)
+    return sentence
+
+
 def render(fid: str, data_dir: Path | None = None) -> str:
-    """The sentence of finding `fid`, from the committed JSON in `data_dir` (docs/ by default)."""
+    """The sentence of finding `fid`, from the committed JSON in `data_dir` (docs/ by default);
+    `short/<id>`: the same finding's short form (`shorten`), for the README."""
     data_dir = data_dir or ROOT / "docs"
+    if fid.startswith("short/"):
+        return shorten(render(fid[len("short/"):], data_dir))
     parts = fid.split("/")
     if parts[0] == "matched":
         rep = _matched(data_dir)
@@ -754,7 +774,7 @@ def result_text(path: Path, root: Path = ROOT) -> list[str]:
     elif rel == "docs/instructor.md":
         text = path.read_text()
         blocks = [_section(text, h) for h in ("## Lecture plan", "## Misconceptions", "## Ideas for graded projects")]
-    elif rel.startswith("notebooks/solutions/"):
+    elif rel.startswith("notebooks/solutions/") or rel == "docs/findings.md":
         blocks = [path.read_text()]
     elif rel.startswith("docs/"):
         text = path.read_text()

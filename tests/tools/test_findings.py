@@ -18,8 +18,8 @@ def test_every_marked_finding_of_the_committed_pages_agrees_with_its_json():
 
 def test_the_headline_and_the_rewritten_summaries_are_marked():
     marked = findings.marked()
-    assert "matched/headline" in marked["README.md"]
-    for page in ("README.md", "docs/instructor.md", "notebooks/05b_evidence.ipynb"):
+    assert "short/matched/headline" in marked["README.md"] and "matched/headline" in marked["docs/findings.md"]
+    for page in ("docs/findings.md", "docs/instructor.md", "notebooks/05b_evidence.ipynb"):
         assert {"matched/T400/mopd_pg-mixrl", "matched/T400/mopd_kl-rft", "matched/T200/mopd_kl-mixrl",
                 "matched/T200/H3/rft", "matched/H4/mopd_kl"} <= set(marked[page]), page
     assert {"regimes/2/H2.1@5", "regimes/2/H2.2@5", "regimes/2/H2.3@5", "regimes/2/H2.1", "regimes/1b/H1.2",
@@ -201,8 +201,9 @@ def test_one_changed_json_value_fails_the_check(tmp_path):
     rows["mopd_pg"]["2"]["lift"]["mean"] = rows["mixrl"]["2"]["lift"]["mean"] + 0.05   # one seed now ahead
     (data / "matched.json").write_text(json.dumps(rep))
     bad = findings.check(data_dir=data)
-    assert any("README.md: matched/T400/mopd_pg-mixrl" in b for b in bad)
-    assert any("README.md: matched/headline" in b for b in bad)       # PG minus Mix-RL no longer survives Holm
+    assert any("docs/findings.md: matched/T400/mopd_pg-mixrl" in b for b in bad)
+    assert any("docs/findings.md: matched/headline" in b for b in bad)       # PG minus Mix-RL no longer survives Holm
+    assert any("README.md: short/matched/headline" in b for b in bad)        # and its short form with it
     regimes = json.loads((data / "regimes.json").read_text())
     for rec in regimes["runs"].values():                               # one seed's GRPO on chain, depth 2
         if rec["arm"] == 2 and rec["method"] == "grpo" and rec["seed"] == 3:
@@ -232,7 +233,7 @@ def test_a_changed_ablations_or_baselines_value_fails_the_check(tmp_path):
         p["all"]["mean"] -= 0.2
     (data / "baselines.json").write_text(json.dumps(base))
     bad = findings.check(data_dir=data)
-    for page in ("README.md", "docs/ablations.md", "notebooks/06_ablations.ipynb", "docs/instructor.md"):
+    for page in ("docs/findings.md", "docs/ablations.md", "notebooks/06_ablations.ipynb", "docs/instructor.md"):
         assert any(b.startswith(f"{page}: ablations/own/recall") for b in bad), page
     assert any(b.startswith("notebooks/05b_evidence.ipynb: baselines/ranking") for b in bad)
     assert any(b.startswith("notebooks/05b_evidence.ipynb: baselines/mixrl-mopd_kl") for b in bad)
@@ -246,3 +247,27 @@ def test_a_hand_written_finding_sentence_is_caught(tmp_path):
     (tmp_path / "README.md").write_text(old + "<!-- finding: matched/T9/nope-none -->x<!-- /finding -->\n")
     bad = findings.check(root=tmp_path)
     assert len(bad) == 2 and "page says: MOPD exact KL cannot be told apart" in bad[0] and "no such finding" in bad[1]
+
+
+VERDICTS = ("not resolved", "resolved below 0", "resolved above 0", "not shown", "supported", "refuted", "not contradicted")
+
+
+def test_a_short_form_keeps_the_decision_and_the_numbers_of_its_finding():
+    """README's `short/<id>` markers: fewer words than the finding's sentence on docs/findings.md or
+    the study page, every number of the short form among the sentence's, and the same verdict."""
+    shorts = [i for ids in findings.marked().values() for i in ids if i.startswith("short/")]
+    assert len(shorts) >= 3, shorts
+    for sid in shorts:
+        short, full = findings.render(sid), findings.render(sid[len("short/"):])
+        assert len(short) < len(full) or short == full, sid
+        assert set(findings.numbers(short)) <= set(findings.numbers(full)), sid
+        assert [v for v in VERDICTS if v in short] == [v for v in VERDICTS if v in full], sid
+
+
+def test_shorten_drops_the_uncorrected_interval_but_keeps_p_holm():
+    long = ("H2.2: -0.102 ± 0.275 over 5 seeds, not resolved: the interval at Holm's level (97.5%) allows differences "
+            "from -0.449 to +0.245 (uncorrected 95% interval: -0.377 to +0.173; p (Holm) 0.891) (docs/regimes.md, t).")
+    short = findings.shorten(long)
+    assert "-0.377" not in short and "p (Holm) 0.891" in short and "-0.449 to +0.245" in short
+    assert findings.shorten("X minus Y: +0.010 ± 0.030, p (Holm) 1.000 over the family of 15, not resolved") \
+        == "X minus Y: +0.010 ± 0.030, p (Holm) 1.000, not resolved"
