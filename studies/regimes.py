@@ -2242,8 +2242,8 @@ def _main(args, arm: Arm):
             raise SystemExit(f"--hours slices the arms with grids (2b, memory-cures); arm {arm.number} is recorded in full")
         run_arm(args, arm)
     if arm.grids and not args.render:   # the amendment's arms: recorded; their tables are written with their results
-        print(f"arm {arm.number}: recorded in {args.out / 'regimes.json'}; " + "; ".join(gate_every_seed_line(
-            Store(args.out / "regimes.json").read(), arm)), flush=True)
+        gates = gate_every_seed_line(Store(args.out / "regimes.json").read(), arm)
+        print(f"arm {arm.number}: recorded in {args.out / 'regimes.json'}" + "".join(f"; {g}" for g in gates), flush=True)
         return Store(args.out / "regimes.json").read()
     page = render(args.out, allow_shrink=args.allow_shrink)
     print(f"wrote {page} and {args.out / 'figures'}")

@@ -334,7 +334,9 @@ def status_lines(phases: dict[str, list[dict]], plan: dict | None) -> list[str]:
         machines = sorted({(r.get("machine") or "?").split(";")[0] for r in recs})
         out.append(f"  {phase}: {len(recs)} jobs recorded, {spent:.2f} CPU-h spent"
                    + (f"; machines: {' | '.join(machines)}" if machines else ""))
-    if plan is None:
+    if plan is None and any(phases.values()):   # a slice stopped by a signal: its records stand, its list was not written
+        out.append("  left: not listed (the last slice was stopped before it wrote its list; the same command continues)")
+    elif plan is None:
         out.append("  left: no slice has run yet (the first one lists the jobs)")
     elif plan.get("done"):
         out.append(f"  done: every registered job is recorded ({plan.get('date', '?')})")

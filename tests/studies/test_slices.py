@@ -124,3 +124,12 @@ def test_quiet_turns_off_transformers_bars_only_when_given():
         assert not hf_logging.is_progress_bar_enabled()
     finally:
         hf_logging.enable_progress_bar()
+
+
+def test_status_after_a_stopped_slice_says_the_list_is_missing_not_that_nothing_ran():
+    from studies.slices import status_lines
+    rec = {"wall_seconds": 36.0, "machine": "AMD EPYC, 2 cores; torch 2.13.0"}
+    assert status_lines({"val choice": []}, None)[-1] == "  left: no slice has run yet (the first one lists the jobs)"
+    lines = status_lines({"val choice": [rec, rec]}, None)
+    assert lines[0] == "  val choice: 2 jobs recorded, 0.02 CPU-h spent; machines: AMD EPYC, 2 cores"
+    assert lines[-1].startswith("  left: not listed (the last slice was stopped")
