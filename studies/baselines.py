@@ -125,6 +125,75 @@ QUICK = Protocol(steps=2, per_domain=2, lrs=(1e-3, 3e-3), offline_prompts=3, off
                                               "ties": [dict(w=1.0, density=0.5)], "dare_ties": [dict(w=1.0, density=0.5)]})
 
 
+# ---------------------------------------------------------------------------------------------
+# the re-check of the three edge choices (this page's amendment of 2026-12-06), registered before it ran
+# ---------------------------------------------------------------------------------------------
+
+RECHECK_METHODS = ("mopd_topk", "mopd_kl", "soft")
+"""the methods whose val choice sat on the grid's edge (lr 3e-3, the top of FULL.lrs) in the page's run"""
+RECHECK_EXPERIMENT = "baselines-recheck"
+"""the re-check's run folder (runs/baselines-recheck/): its own, so its teachers are trained by it, never
+reloaded from the page's folder"""
+RECHECK_SEEDS = (0, 1, 2)
+RECHECK_ESTIMATE = (0.5, 1.2)
+"""the re-check's CPU-hours as registered (the amendment below, from recorded job wall times)"""
+RECHECK_DATE = "2026-12-06"
+
+AMENDMENT_EDGES = [
+    "**Amendment, 2026-12-06: the three edge choices re-checked** (committed before its run, beside the registered "
+    "protocol above, which stands as written):", "",
+    "* **Why.** The val search chose lr 0.003, the top of the grid, for MOPD-Top-k, MOPD exact KL and soft-label KD "
+    "(offline); \"What this setting can and cannot show\" below says their optimum is not bracketed. The run predates "
+    "the runner's bracketing (`studies.study.extend_lr`), which today extends a grid whose best sits on its edge.",
+    "* **What runs.** `python -m studies.baselines --recheck edges --seeds 0 1 2 --workers 2 --hours H`, in time-boxed "
+    "slices (`studies.sliced`): each run one job, recorded in docs/baselines_jobs.json under `recheck-edges`; the "
+    "teachers and the val choice's adapters kept in docs/baselines_inputs/. The same command continues on any machine; "
+    "`--status` says what is left. Only these three methods train; every other row of this page stands as recorded.",
+    "* **Teachers.** Trained fresh by the re-check's set-up job with this page's teacher config (binding and recall "
+    "200 GRPO steps at lr 0.001, seed 0, `teacher_headroom.BASELINE_TEACHER`) in its own run folder "
+    "(runs/baselines-recheck/, never this page's), their sha256 recorded. This page's run kept no hash of its "
+    "teachers, so the two sets are compared by their test accuracies at 500 prompts a length: *the same teachers* "
+    "means equal at every length (as the re-count of 2026-12-02 found for this config and seed), anything else "
+    "*other teachers*.",
+    "* **Grid and bracketing.** Each of the three on this page's grid, lr in {3e-4, 1e-3, 3e-3}, budget fixed (300 "
+    "steps of 8 prompts a domain; soft labels K = 4 of 600 prompts a domain), at seed 0, scored on val (100 prompts "
+    "a domain and length), by the runner's bracketing: a best on the grid's edge gets the next rate of the ladder "
+    "(`studies.study.LADDER`: 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2), again while the best stays on the edge, at most 2 "
+    "extensions (`Study.max_extend`), which from 3e-3 is the ladder's end: the grid becomes {3e-4, 1e-3, 3e-3, 1e-2} "
+    "and, where 1e-2 is best, 3e-2 too (from a best at 3e-4: 1e-4, the ladder's other end). No tie-break: this "
+    "page's protocol chooses on seed 0 alone.",
+    "* **Seeds**: 0, 1, 2 at each chosen rate (seed 0's run is the grid's), each tested once on 500 prompts a domain "
+    "and length, as above.",
+    "* **Metric and decision rule.** The choice is the best mean normalised val score, this page's rule. A method's "
+    "choice **moves** when the re-check chooses another rate than this page's 0.003; it is **bracketed** when its "
+    "chosen rate has a rate tried on each side; it is **on its hard limit** when its best is still at an end of the "
+    "ladder (3e-2 or 1e-4), past which no rate is tried, and the page then says so.",
+    "* **What it can change.** Its data is docs/baselines.json's `recheck_edges`; nothing else there changes. Its "
+    "section goes on this page after the validation grids: the extended grids, the choices, the teachers against "
+    "this page's. Only a complete re-check (seeds 0, 1, 2 recorded) decides; a partial one is shown labelled "
+    "partial and changes nothing. Where a choice moves on the same teachers, that method's rows (the table, the "
+    "paired differences and their Holm family, the ranking, the figures, the per-seed accuracies, the costs) and "
+    "its validation grid are rendered from the re-check's seeds at the new rate, marked so, and the findings cited "
+    "from this page (tools/findings.py) read them too; on other teachers its rows stay and the section shows the "
+    "re-check's beside them, descriptive. A choice that does not move keeps this page's rows, with the re-check's "
+    "at 0.003 beside them, descriptive. The edge sentence below then names each method as bracketed by the "
+    "re-check or on its hard limit. Whatever it shows is reported.",
+    "* **Compute**, estimated from recorded wall times, not timed afresh (this page's run was not in slices, so "
+    "docs/baselines_jobs.json holds none). The sliced re-check at T = 400 (docs/matched_jobs.json, "
+    "`T400-recheck-rft`, 2026-12-06, Intel Xeon, 2 cores shared with other jobs) recorded its MOPD exact KL jobs of "
+    "the same 300 steps x 8 prompts a domain at 91 to 181 s wall each (process start, model load and every "
+    "evaluation included), a test-only job at 17 to 19 s and its set-up (two teachers of 400 steps, twice these) at "
+    "183 s. This page's stage seconds put Top-k and soft labels at or below exact KL's (142 and 148 s against 162 "
+    "s); soft labels add their teachers' sampling, about 20 s a job (4,800 completions at the 3.8 ms a completion "
+    "docs/matched.md's estimate timed). The re-check runs one set-up, 9 to 15 val-choice jobs (the 9 grid runs and "
+    "0 to 2 extensions a method), 3 test-only jobs (seed 0's chosen runs) and 6 runs of seeds 1 and 2: 0.55 "
+    "CPU-hours at 110 s a run job and no extension, 1.16 at 181 s and every extension, so **0.5 to 1.2 "
+    "CPU-hours** on that shared machine (about 0.4 to 0.7 h wall with 2 workers: the set-up runs alone and the val "
+    "choice's rounds leave a core idle). Process starts are included, as the recorded jobs include them.",
+]
+"""registered beside the Protocol (the page's frozen text may only grow by dated amendments)"""
+
+
 class Bench:
     def __init__(self, proto: Protocol, experiment: str, progress: bool = True, given: dict | None = None):
         """The bank, the teachers at the protocol's budget (trained, or reloaded from runs/<experiment>/),
@@ -372,7 +441,7 @@ def markdown(rep: dict) -> str:
            "* **Uncertainty**: each cell is mean ± std over seeds (the sample std, ddof = 1; absent with one seed) and, in "
            "brackets, the binomial standard error of that score from the test sample alone "
            "(sqrt(p(1-p)/n) per length, propagated through the mean and divided by the denominator, which is taken as fixed).",
-           ""]
+           "", *AMENDMENT_EDGES, ""]
     # denominators
     refs = rep["refs"]["test"]
     out += ["## Denominators (test)", "", "| domain | base | teacher | denominator |", "| --- | --- | --- | --- |"]
