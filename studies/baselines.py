@@ -6,6 +6,7 @@ budget, tuned the same way on VALIDATION, tested once; with what each costs.
     python -m studies.baselines --render docs/baselines.json        # the page and figures again, from the JSON
     python -m studies.baselines --seeds 0 1 2 --workers 2 --hours 1.5   # the same, in a time-boxed slice
     python -m studies.baselines --status                            # what the slices recorded (no torch)
+    python -m studies.baselines --recheck edges --seeds 0 1 2 --workers 2 --hours 1   # the edges re-checked, in slices
 
 The protocol (what docs/baselines.md states beside its numbers):
   * teachers: one per domain, trained once (seed 0) and shared by every method and seed, with the
@@ -35,6 +36,14 @@ teachers, the val choice's adapters and every run's metrics kept in docs/baselin
 deadline (less 10 minutes) the running jobs are stopped and nothing of them is kept. The same command
 continues on any machine; the page is written (as the whole command writes it) once every job is
 recorded, and not before.
+
+`--recheck edges` is the page's amendment of 2026-12-06: the three methods whose choice sat on the grid's
+edge (MOPD-Top-k, MOPD exact KL, soft labels) trained again on the same grid with the runner's bracketing
+(`study.extend_lr`, up to the ladder's end), on teachers trained fresh in their own run folder
+(runs/baselines-recheck/, sha256 recorded), seeds 0 1 2. Written to baselines.json's `recheck_edges` and
+its section of the page (labelled partial until every registered seed is in); once complete, a choice
+that moved on the same teachers puts that method's re-checked rows in the page's table (`in_use`). With
+`--hours` it runs in slices as above, under the key `recheck-edges` of docs/baselines_jobs.json.
 """
 
 from __future__ import annotations
@@ -138,6 +147,12 @@ RECHECK_SEEDS = (0, 1, 2)
 RECHECK_ESTIMATE = (0.5, 1.2)
 """the re-check's CPU-hours as registered (the amendment below, from recorded job wall times)"""
 RECHECK_DATE = "2026-12-06"
+RECHECK_EXTEND = 2
+"""at most this many rates past an edge (`Study.max_extend`): from 3e-3, 1e-2 and 3e-2, the ladder's end"""
+RECHECK_KEY = "recheck_edges"
+"""the re-check's block in docs/baselines.json (and `--recheck edges`'s records' key in docs/baselines_jobs.json:
+recheck-edges)"""
+RECHECK_HEADING = "## Re-check of the three edge choices"
 
 AMENDMENT_EDGES = [
     "**Amendment, 2026-12-06: the three edge choices re-checked** (committed before its run, beside the registered "
@@ -271,6 +286,264 @@ class Bench:
         if name not in self.bank.names:
             merge(self.bank, name, {"teacher_binding": w, "teacher_recall": w}, how=how, density=density, seed=seed)
         return Result(name, None, {}, time.perf_counter() - start)
+
+
+# ---------------------------------------------------------------------------------------------
+# the re-check of the edge choices (the amendment of 2026-12-06): declared, reported, decided, rendered
+# ---------------------------------------------------------------------------------------------
+
+
+def declare_recheck(proto: Protocol, quick: bool) -> Study:
+    """The three edge methods on the page's grid with the runner's bracketing (`study.extend_lr`, at most
+    RECHECK_EXTEND rates past an edge), no tie-break (the page's protocol: seed 0 decides), on teachers
+    trained in the re-check's own run folder (never reloaded from the page's)."""
+    def trained(m):
+        return Method(lambda bench, s, seed: bench.train(m, s["lr"], seed), grid=[{"lr": lr} for lr in proto.lrs],
+                      needs=needs(m), scalar="lr", extend=study.extend_lr)
+
+    experiment = RECHECK_EXPERIMENT + ("-quick" if quick else "")
+    return Study(module="studies.baselines", argv=["--recheck", "edges", *(["--quick"] if quick else [])],
+                 methods={m: trained(m) for m in RECHECK_METHODS},
+                 setup=lambda progress: Bench(proto, experiment, progress=progress),
+                 given=lambda progress, given: Bench(proto, experiment, progress=progress, given=given),
+                 parts={"all": None, "train_L": TRAIN_L, "held_out": HELD_OUT}, max_extend=RECHECK_EXTEND)
+
+
+def recheck_report(declared: Study, proto: Protocol, args):
+    """The re-check's report of `study.run`'s state (or of a sliced study's records): the runner's rows,
+    grids and choices, the curves of its MOPD forms, soft labels' kept counts, the teachers' sha256 and
+    the references, as the page's rows carry them."""
+    def report(bench: Bench, state: study.State) -> dict:
+        rows = study.rows(declared, bench, state)
+        for seed, row in rows.get("soft", {}).items():
+            r = state.per_seed[seed]["soft"]
+            row["kept"] = {k: v for k, v in r.run.metrics[0].items() if k.startswith(("sampled", "correct", "kept"))}
+        curves = {m: {seed: curve(done[m].run, state.val, proto.per_domain, "base") for seed, done in state.per_seed.items()}
+                  for m in declared.methods if m.startswith("mopd_")}
+        return {"methods": list(declared.methods), "seeds_done": list(state.per_seed), "elapsed_s": state.elapsed,
+                "protocol": {"lrs": list(proto.lrs), "steps": proto.steps, "per_domain": proto.per_domain,
+                             "val_n": proto.val_n, "test_n": args.n, "max_extend": declared.max_extend,
+                             "registered_seeds": list(RECHECK_SEEDS), "ladder": list(study.LADDER)},
+                "teacher": {d: {"steps": c.steps, "lr": c.lr, "seed": c.seed} for d, c in bench.teacher_cfg.items()},
+                "teacher_sha256": {d: runs.adapter_digest(bench.bank, f"teacher_{d}") for d in bench.teachers},
+                "refs": {split: {a: getattr(state, split)[a] for a in declared.refs} for split in ("val", "test")},
+                "grid": state.grid, "chosen": state.chosen, "rows": rows, "curves": curves}
+    return report
+
+
+def recheck_block(part: dict, cmd: str, where: dict | None = None) -> dict:
+    """baselines.json's `recheck_edges`: the report, the command, date and machine (as JSON reads it back)."""
+    return json.loads(json.dumps({**part, "command": cmd, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                  "machine": where or machine()}, default=str))
+
+
+def recheck_complete(block: dict) -> bool:
+    """Every registered seed recorded (and every seed its command asked for): only then does it decide."""
+    done = {int(x) for x in block["seeds_done"]}
+    return set(RECHECK_SEEDS) <= done and not study.unfinished(block["command"], block["seeds_done"])
+
+
+def _plain(x):
+    return json.loads(json.dumps(x, default=str))
+
+
+def same_teachers(rep: dict, block: dict) -> bool:
+    """The amendment's test of "the same teachers" (the page's run kept no hash): equal test accuracy at
+    every length of both domains, on the same number of test prompts."""
+    if block["protocol"]["test_n"] != rep["protocol"]["test_n"]:
+        return False
+    return all(_plain(block["refs"]["test"][t]) == _plain(rep["refs"]["test"][t]) for t in ("teacher_binding", "teacher_recall"))
+
+
+def edge_decisions(rep: dict) -> dict:
+    """{method: {was, chosen, moved, bracketing, lrs}} of the page's `recheck_edges` (its choices so far):
+    the page's rate, the re-check's, whether it moved, and `study.bracketing` of the re-check's choice."""
+    block, out = rep[RECHECK_KEY], {}
+    for m in RECHECK_METHODS:
+        if m in block.get("chosen", {}):
+            ch, was = block["chosen"][m], rep["chosen"][m]
+            out[m] = {"was": was, "chosen": ch, "moved": not math.isclose(ch, was),
+                      "bracketing": study.bracketing(block["grid"][m], ch), "lrs": sorted(g["lr"] for g in block["grid"][m])}
+    return out
+
+
+def in_use(rep: dict) -> dict:
+    """The report the page renders: a complete re-check whose choice moved, on the same teachers, puts that
+    method's rows, choice, val grid and curves in the page's place (`recheck_in_use` names them); else
+    the report as recorded. The findings read it too (tools/findings.py)."""
+    block = rep.get(RECHECK_KEY)
+    if not block or not recheck_complete(block) or not same_teachers(rep, block):
+        return rep
+    moved = [m for m, d in edge_decisions(rep).items() if d["moved"]]
+    if not moved:
+        return rep
+    out = {**rep, **{k: dict(rep.get(k, {})) for k in ("rows", "chosen", "grid", "curves")}, "recheck_in_use": moved}
+    for m in moved:
+        for k in ("rows", "chosen", "grid"):
+            out[k][m] = block[k][m]
+        if m in block.get("curves", {}):
+            out["curves"][m] = block["curves"][m]
+    return out
+
+
+def recheck_mark(rep: dict, m: str) -> str:
+    """' (re-check, lr X)' beside a method whose rows are the re-check's, else ''."""
+    return f" (re-check, lr {rep['chosen'][m]:g})" if m in rep.get("recheck_in_use", ()) else ""
+
+
+def tuning_edges(rep: dict, edge: list[str]) -> str:
+    """The "Tuning" bullet's sentence on the choices on an edge (`edge`: the methods whose chosen rate is
+    at an end of the page's grid), with what the re-check decided once it is complete."""
+    block = rep.get(RECHECK_KEY)
+    if not block:
+        return (f"the chosen rate sits on the grid's edge for {', '.join(LABEL[m] for m in edge)}, so their optimum is "
+                "not bracketed. " if edge else "every chosen rate is inside its grid. ")
+    if not recheck_complete(block):
+        return (f"the chosen rate sits on the grid's edge for {', '.join(LABEL[m] for m in edge)}, so their optimum is "
+                f"not bracketed (the re-check of the amendment of {RECHECK_DATE} is partial: its section below). "
+                if edge else "every chosen rate is inside its grid. ")
+    dec = edge_decisions(rep)
+    left = [LABEL[m] for m in edge if m not in dec]
+    by = {k: [LABEL[m] + (f" (lr {d['chosen']:g})" if k != "bracketed" else "") for m, d in dec.items()
+              if d["bracketing"] == k] for k in ("bracketed", "hard limit", "edge")}
+    out = (f"the chosen rate sits on the grid's edge for {', '.join(left)}, so their optimum is not bracketed. "
+           if left else "")
+    said = [f"bracketed the choice of {', '.join(by['bracketed'])}"] if by["bracketed"] else []
+    said += [f"left {', '.join(by['hard limit'])} on the hard limit (the ladder's end: no rate past it is tried)"] \
+        if by["hard limit"] else []
+    said += [f"left {', '.join(by['edge'])} on the grid's edge after its {RECHECK_EXTEND} extensions"] if by["edge"] else []
+    return out + (f"{'The' if left else 'the'} re-check of the amendment of {RECHECK_DATE} (its section below) "
+                  + "; ".join(said) + ". "
+                  if said else "")
+
+
+def recheck_section(rep: dict) -> list[str]:
+    """The re-check's section of the page (a function of baselines.json as recorded: its `recheck_edges`
+    beside the page's own rows); [] without one. Partial until every registered seed is in."""
+    block = rep.get(RECHECK_KEY)
+    if not block:
+        return []
+    done, seeds, dec = recheck_complete(block), block["seeds_done"], edge_decisions(rep)
+    same = same_teachers(rep, block)
+    test = lambda r, t, d: fmean(r["refs"]["test"][t][d].values())  # noqa: E731
+    out = [f"{RECHECK_HEADING} (amendment of {RECHECK_DATE})" + ("" if done else ": partial"), "",
+           f"Written by `{block['command']}`, finished {block['date']}, on {machine_line(block['machine'])}. Its "
+           f"registration is this page's amendment of {RECHECK_DATE} (under Protocol); its data is docs/baselines.json, "
+           f"`{RECHECK_KEY}`.", ""]
+    if not done:
+        out += [f"**Partial**: seeds {seeds} recorded of the registered {list(RECHECK_SEEDS)}. No choice is decided "
+                "and nothing else on this page reads it; the same command continues it.", ""]
+    out += study.spent_line(block, RECHECK_ESTIMATE, RECHECK_DATE, "on the shared machine it was estimated from")
+    out += [f"**Teachers.** Trained by the re-check in its own run folder (runs/{RECHECK_EXPERIMENT}/; in slices by its "
+            "set-up job, kept in docs/baselines_inputs/), " + ", ".join(f"{d} {t['steps']} GRPO steps at lr {t['lr']:g}, "
+                                                                       f"seed {t['seed']}" for d, t in block["teacher"].items())
+            + "; sha256 " + ", ".join(f"{d} {h[:16]}" for d, h in block["teacher_sha256"].items()) + ". Test accuracy, "
+            "mean over the lengths, the re-check's against this page's: "
+            + "; ".join(f"{d} {test(block, f'teacher_{d}', d):.3f} against {test(rep, f'teacher_{d}', d):.3f}" for d in DOMAINS)
+            + ". " + ("**The same teachers** by the amendment's test (equal test accuracy at every length; this page's "
+                      "run kept no hash)." if same else "**Other teachers** by the amendment's test (the test accuracies "
+                                                         "differ, or were scored on another number of prompts)."), "",
+            "Mean normalised val score (seed 0, val "
+            f"{block['protocol']['val_n']} prompts a domain and length) at every rate tried; the choice in bold; "
+            "[extended]: added by the bracketing.", "",
+            "| method | this page (its run) | the re-check | decision |", "| --- | --- | --- | --- |"]
+    for m, d in dec.items():
+        page = "; ".join((f"**{g['lr']:g}: {g['mean']:.3f}**" if math.isclose(g["lr"], d["was"]) else
+                          f"{g['lr']:g}: {g['mean']:.3f}") for g in rep["grid"][m])
+        mine = "; ".join((f"**{g['lr']:g}: {g['mean']:.3f}**" if math.isclose(g["lr"], d["chosen"]) else
+                          f"{g['lr']:g}: {g['mean']:.3f}") + (" [extended]" if g.get("extended") else "")
+                         for g in block["grid"][m])
+        where = {"bracketed": "bracketed ({} and {} tried beside it)".format(
+                     *(f"{x:g}" for x in (max(x for x in d["lrs"] if x < d["chosen"]),
+                                          min(x for x in d["lrs"] if x > d["chosen"])))) if d["bracketing"] == "bracketed"
+                 else "", "hard limit": "on its hard limit (the ladder's end: no rate past it is tried)",
+                 "edge": f"on the grid's edge after {block['protocol']['max_extend']} extensions"}[d["bracketing"]]
+        moved = f"moves from {d['was']:g} to {d['chosen']:g}" if d["moved"] else f"stays at {d['chosen']:g}"
+        out.append(f"| {LABEL[m]} | {page} | {mine} | " + (f"{moved}, {where}" if done else
+                                                            f"partial, not decided (so far: {moved}, {where})") + " |")
+    out += ["", "Mean normalised test score per seed: the re-check's rows at its choice, this page's at its own "
+            "(descriptive; paired by seed, the same test prompts" + (")." if same else ", other teachers)."), "",
+            "| method | rows | " + " | ".join(f"seed {x}" for x in seeds) + " | re-check minus this page |",
+            "| --- | --- | " + " | ".join("---" for _ in seeds) + " | --- |"]
+    for m in dec:
+        mine, page = block["rows"][m], rep["rows"][m]
+        diff = study.paired_rows({"a": mine, "b": page}, "a", "b")
+        for who, rows_ in ((f"the re-check (lr {dec[m]['chosen']:g})", mine), (f"this page (lr {dec[m]['was']:g})", page)):
+            out.append(f"| {LABEL[m]} | {who} | " + " | ".join(
+                f"{rows_[str(x)]['all']['mean']:.3f}" if str(x) in rows_ else "—" for x in seeds)
+                + f" | {stats.interval_text(diff) if who.startswith('the re-check') and diff['n'] else ''} |")
+    if done:
+        out += ["", "**Decision** (the amendment's rule):"]
+        for m, d in dec.items():
+            if not d["moved"]:
+                then = "this page's rows stay (the same rate); the re-check's are beside them above, descriptive"
+            elif same:
+                then = (f"its rows on this page (the table, the paired differences and their Holm family, the ranking, "
+                        f"the figures, the costs, the per-seed accuracies) and its validation grid are the re-check's at lr "
+                        f"{d['chosen']:g}, marked \"(re-check, lr {d['chosen']:g})\"")
+            else:
+                then = "on other teachers, so this page's rows stay; the re-check's are beside them above, descriptive"
+            where = {"bracketed": "bracketed", "hard limit": "on its hard limit",
+                     "edge": "on the grid's edge after its extensions"}[d["bracketing"]]
+            out.append(f"* **{LABEL[m]}**: the choice " + (f"moves ({d['was']:g} to {d['chosen']:g})" if d["moved"] else
+                                                          f"does not move ({d['chosen']:g})") + f", {where}; {then}.")
+    return out + [""]
+
+
+def recheck_target(out: Path) -> dict:
+    """The page's baselines.json, which the re-check is written beside, before anything trains."""
+    saved = out / "baselines.json"
+    rep = json.loads(saved.read_text()) if saved.exists() else {}
+    missing = [m for m in RECHECK_METHODS if m not in rep.get("rows", {})]
+    if missing:
+        raise SystemExit(f"--recheck edges writes beside the page's run in {saved}, which has no rows of {missing}: run "
+                         "`python -m studies.baselines` first, or pass --no-write")
+    return rep
+
+
+def write_recheck(block: dict, out: Path) -> dict:
+    """The block into out/baselines.json (read again now: every other key as it is on disk), the page and
+    its figures from it."""
+    rep = recheck_target(out)
+    rep[RECHECK_KEY] = block
+    write(rep, out)
+    return rep
+
+
+def run_recheck(args, proto: Protocol, argv) -> dict | None:
+    """`--recheck edges`: whole (the block written after every seed: resumable, its runs reload from its
+    run folder) or in slices (`--hours`: written once every job is recorded)."""
+    out = Path(args.out)
+    if not args.no_write:
+        recheck_target(out)
+    if args.hours is not None:
+        if args.no_write:
+            raise SystemExit("--hours keeps every job's record in docs/: it cannot run with --no-write")
+        job = sliced_study(args, proto)
+        (out / INPUTS).mkdir(parents=True, exist_ok=True)
+        runs.RUNS_DIR.mkdir(parents=True, exist_ok=True)
+        again = slices.continuing("studies.baselines", list(argv) if argv is not None else sys.argv[1:])
+        if not job.run(workers=args.workers, deadline=slices.Deadline(args.hours), again=again):
+            return None
+        part = job.report(recheck_report(job.s, proto, args))
+        cmd = command("studies.baselines", argv) + f" (in slices: {JOBS}, machines: {' | '.join(job.machines())})"
+        rep = write_recheck(recheck_block(part, cmd), out)
+        print("every job recorded; the re-check's section is written")
+        return rep[RECHECK_KEY]
+    declared, cmd, where, kept = declare_recheck(proto, args.quick), command("studies.baselines", argv), machine(), {}
+
+    def save(part):
+        kept["block"] = recheck_block(part, cmd, where)
+        if not args.no_write:
+            write_recheck(kept["block"], out)
+
+    study.run(declared, seeds=args.seeds, n=args.n, val_n=proto.val_n, workers=args.workers, quiet=args.quiet,
+              summarise=recheck_report(declared, proto, args), write=save)
+    block = kept["block"]
+    print(json.dumps({"chosen": block["chosen"], "grid": {m: [(g["lr"], round(g["mean"], 4)) for g in e]
+                                                          for m, e in block["grid"].items()},
+                      "seeds_done": block["seeds_done"]}))
+    return block
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,6 +688,7 @@ def ranking(rep) -> list[str]:
 
 
 def markdown(rep: dict) -> str:
+    recorded, rep = rep, in_use(rep)        # a complete re-check's moved rows in the page's place (else as recorded)
     P = rep["protocol"]
     seeds = P["seeds_done"]
     out = ["# Baselines: is MOPD worth it?", "",
@@ -458,7 +732,7 @@ def markdown(rep: dict) -> str:
         c = lambda part, key: cell([p[part][key] if key == "mean" else p[part][key]["normalised"] for p in per],  # noqa: E731
                                    [p[part]["mean_se"] if key == "mean" else p[part][key]["se"] for p in per])
         paper = f"{PAPER[m]:.3f} ({PAPER_NAME.get(m, LABEL[m])})" if m in PAPER else "—"
-        label = LABEL[m] + (f" = {rep['chosen']['merge_best']['how']}" if m == "merge_best" else "")
+        label = LABEL[m] + (f" = {rep['chosen']['merge_best']['how']}" if m == "merge_best" else "") + recheck_mark(rep, m)
         out.append(f"| {label} | {c('all', 'binding')} | {c('all', 'recall')} | **{c('all', 'mean')}** | "
                    f"{c('train_L', 'mean')} | {c('held_out', 'mean')} | {paper} |")
     out += ["", "Merges of linear, cat and ties are deterministic given the teachers (shared by all seeds), so their "
@@ -517,7 +791,7 @@ def markdown(rep: dict) -> str:
     above = [LABEL[m] for m in TRAINED if method_stats(rep, m)[0] > 1.0]
     t_steps = {t["steps"] for t in P["teacher"].values()}
     rl_ratio = P["steps"] / max(t_steps) if t_steps and None not in t_steps else float("nan")
-    edge = [LABEL[m] for m in TRAINED if m in rep["chosen"] and rep["grid"].get(m)
+    edge = [m for m in TRAINED if m in rep["chosen"] and rep["grid"].get(m)
             and rep["chosen"][m] in (min(g["lr"] for g in rep["grid"][m]), max(g["lr"] for g in rep["grid"][m]))]
     out += ["### What this setting can and cannot show", "",
             f"* **The RL budgets are not matched.** Each teacher had {max(t_steps)} GRPO steps x {P['per_domain']} prompts "
@@ -540,8 +814,7 @@ def markdown(rep: dict) -> str:
             "way) holds here. The paper's teachers are full fine-tunes of a 30B model on broad domains.",
             f"* Tuning: every method had the same {len(P['lrs'])}-point learning-rate search (trained methods) or "
             f"3-point search (each merge type), on seed 0 with {P['val_n']} val prompts per domain and length; "
-            + (f"the chosen rate sits on the grid's edge for {', '.join(edge)}, so their optimum is not bracketed. "
-               if edge else "every chosen rate is inside its grid. ")
+            + tuning_edges(recorded, edge)
             + "Teachers are shared across seeds, so the seed std measures the students' training noise only.",
             *close_choices(rep),
             "* docs/results.md trains every MOPD form at the course preset (lr 1e-3, the notebooks' setting), on its "
@@ -555,11 +828,13 @@ def markdown(rep: dict) -> str:
         cells = []
         for g in entries:
             setting = f"lr {g['lr']:g}" if "lr" in g else "w " + f"{g['w']:g}" + (f", density {g['density']:g}" if "density" in g else "")
+            setting += " [extended]" if g.get("extended") else ""
             hit = (g.get("lr") == ch) if "lr" in g else all(g.get(k) == v for k, v in ch.items())
             txt = f"{setting}: {g['mean']:.2f} ({g['binding']:.2f}, {g['recall']:.2f})"
             cells.append(f"**{txt}**" if hit else txt)
-        out.append(f"* {LABEL[m]}: " + "; ".join(cells))
+        out.append(f"* {LABEL[m]}{recheck_mark(rep, m)}: " + "; ".join(cells))
     out += [f"* best merge type on val: **{rep['chosen']['merge_best']['how']}**", ""]
+    out += recheck_section(recorded)
     # costs
     out += cost_section(rep)
     # figures
@@ -576,7 +851,7 @@ def markdown(rep: dict) -> str:
         out.append(f"| {a} | — | " + " | ".join(f"{refs[a][d][L]:.3f}" for d in DOMAINS for L in refs['base'][d]) + " |")
     for m in rep["rows"]:
         for seed, p in rep["rows"][m].items():
-            out.append(f"| {LABEL[m]} | {seed} | " + " | ".join(f"{p['acc'][d][L]:.3f}" for d in DOMAINS for L in refs['base'][d]) + " |")
+            out.append(f"| {LABEL[m]}{recheck_mark(rep, m)} | {seed} | " + " | ".join(f"{p['acc'][d][L]:.3f}" for d in DOMAINS for L in refs['base'][d]) + " |")
     return "\n".join(out) + "\n"
 
 
@@ -664,7 +939,9 @@ def cost_section(rep: dict) -> list[str]:
 
 def figures(rep: dict, folder: Path) -> None:
     """The page's five figures, drawn by `mopd_mini.plots` from the view of the results that notebook
-    05 draws its own from (`views.baselines_view`): one piece of plotting code for both."""
+    05 draws its own from (`views.baselines_view`): one piece of plotting code for both. A complete
+    re-check's moved rows are drawn in the page's place (`in_use`)."""
+    rep = in_use(rep)
     view = views.baselines_view(rep)
     made_by = f"`{rep['command']}`, seeds {rep['protocol']['seeds_done']}"
     scores = {LABEL[m]: view["scores"][m] for m in ranking(rep)}                     # best first
@@ -689,6 +966,10 @@ def figures(rep: dict, folder: Path) -> None:
 def write(rep: dict, docs: Path = DOCS, source: Path | None = None, allow_shrink: bool = False) -> None:
     """The page, the figures and the JSON into `docs`; rendered from the JSON at `source` (--render):
     refused if the page would show fewer table rows than the one there (`slices.guard_render`)."""
+    saved = docs / "baselines.json"
+    if RECHECK_KEY not in rep and source is None and saved.exists():     # a run of the page keeps the re-check
+        kept = json.loads(saved.read_text()).get(RECHECK_KEY)
+        rep = {**rep, RECHECK_KEY: kept} if kept else rep
     text = markdown(rep)
     if source is not None:
         text = slices.guard_render(docs / "baselines.md", text, source, rep, allow_shrink)
@@ -713,12 +994,16 @@ core at the headroom study's budget) and the references' evaluations"""
 
 
 def sliced_study(args, proto: Protocol) -> sliced.Sliced:
-    """The study as studies.sliced's jobs: each a process of this module with the same options and `--job`."""
-    out = Path(args.out)
+    """The study (or `--recheck edges`) as studies.sliced's jobs: each a process of this module with the same
+    options and `--job`."""
+    out, recheck = Path(args.out), getattr(args, "recheck", None)
     store = slices.Store(out / JOBS, lambda: runs.RUNS_DIR / "baselines_jobs.lock", ("jobs", "plans", "slices"))
     base = [slices.python(), "-m", "studies.baselines", "--out", str(out), "--quiet", "--n", str(args.n),
-            "--seeds", *map(str, args.seeds), *(["--quick"] if args.quick else [])]
-    return sliced.Sliced(declare(proto, args.quick), key=EXPERIMENT + ("-quick" if args.quick else ""), store=store,
+            "--seeds", *map(str, args.seeds), *(["--recheck", recheck] if recheck else []),
+            *(["--quick"] if args.quick else [])]
+    made = declare_recheck(proto, args.quick) if recheck else declare(proto, args.quick)
+    key = ("recheck-" + recheck if recheck else EXPERIMENT) + ("-quick" if args.quick else "")
+    return sliced.Sliced(made, key=key, store=store,
                          inputs=slices.Inputs(out / INPUTS, slices.files_digest), seeds=args.seeds, n=args.n,
                          val_n=proto.val_n, job_argv=lambda job: base + ["--job", json.dumps(job)],
                          setup_s=60.0 if args.quick else SETUP_S)
@@ -734,8 +1019,7 @@ def run_sliced(args, proto: Protocol, argv) -> dict | None:
     if not job.run(workers=args.workers, deadline=slices.Deadline(args.hours), again=again):
         return None
     rep = job.report(baselines_report(job.s, proto, args))
-    machines = sorted({r["machine"] for r in job.records(job.store.read()).values()})
-    rep["command"] += f" (in slices: {JOBS}, machines: {' | '.join(machines)})"
+    rep["command"] += f" (in slices: {JOBS}, machines: {' | '.join(job.machines())})"
     write(rep, Path(args.out))
     print("every job recorded; the page is written")
     return rep
@@ -761,6 +1045,9 @@ def main(argv=None):
                    f"write): every run a recorded job, kept in docs/{JOBS} and docs/{INPUTS}/; the same command "
                    "continues, on any machine")
     p.add_argument("--status", action="store_true", help="what the slices recorded and what is left (no torch)")
+    p.add_argument("--recheck", choices=("edges",), help="the amendment of 2026-12-06: MOPD-Top-k, MOPD exact KL and "
+                   "soft labels (their choice on the grid's edge) on the bracketed grid, fresh teachers, seeds 0 1 2; "
+                   f"written to baselines.json's {RECHECK_KEY} and its section of the page (with --hours: in slices)")
     p.add_argument("--job", help=argparse.SUPPRESS)                  # one job of a slice, in its own process
     study.add_worker_args(p)                                         # internal: one worker of --workers
     args = p.parse_args(argv)
@@ -777,7 +1064,8 @@ def main(argv=None):
         if args.quick and args.n == 500:
             args.n = 6
         proto = QUICK if args.quick else FULL
-        return study.worker_main(declare(proto, args.quick), args.worker, args.jobs, args.n, proto.val_n)
+        made = declare_recheck(proto, args.quick) if args.recheck else declare(proto, args.quick)
+        return study.worker_main(made, args.worker, args.jobs, args.n, proto.val_n)
     if args.recount_teachers:
         rep = recount_teachers(json.loads(Path(args.recount_teachers).read_text()), progress=not args.quiet)
         if not args.no_write:
@@ -796,6 +1084,8 @@ def main(argv=None):
     if args.quick and args.n == 500:
         args.n = 6
     proto = QUICK if args.quick else FULL
+    if args.recheck:
+        return run_recheck(args, proto, argv)
     if args.hours is not None:
         if args.no_write:
             raise SystemExit("--hours keeps every job's record in docs/: it cannot run with --no-write")
