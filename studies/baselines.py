@@ -6,6 +6,7 @@ budget, tuned the same way on VALIDATION, tested once; with what each costs.
     python -m studies.baselines --render docs/baselines.json        # the page and figures again, from the JSON
     python -m studies.baselines --seeds 0 1 2 --workers 2 --hours 1.5   # the same, in a time-boxed slice
     python -m studies.baselines --status                            # what the slices recorded (no torch)
+    python -m studies.baselines --recheck edges --seeds 0 1 2 --workers 2 --hours 1   # the edges re-checked, in slices
 
 The protocol (what docs/baselines.md states beside its numbers):
   * teachers: one per domain, trained once (seed 0) and shared by every method and seed, with the
@@ -35,6 +36,14 @@ teachers, the val choice's adapters and every run's metrics kept in docs/baselin
 deadline (less 10 minutes) the running jobs are stopped and nothing of them is kept. The same command
 continues on any machine; the page is written (as the whole command writes it) once every job is
 recorded, and not before.
+
+`--recheck edges` is the page's amendment of 2026-12-06: the three methods whose choice sat on the grid's
+edge (MOPD-Top-k, MOPD exact KL, soft labels) trained again on the same grid with the runner's bracketing
+(`study.extend_lr`, up to the ladder's end), on teachers trained fresh in their own run folder
+(runs/baselines-recheck/, sha256 recorded), seeds 0 1 2. Written to baselines.json's `recheck_edges` and
+its section of the page (labelled partial until every registered seed is in); once complete, a choice
+that moved on the same teachers puts that method's re-checked rows in the page's table (`in_use`). With
+`--hours` it runs in slices as above, under the key `recheck-edges` of docs/baselines_jobs.json.
 """
 
 from __future__ import annotations
@@ -125,6 +134,81 @@ QUICK = Protocol(steps=2, per_domain=2, lrs=(1e-3, 3e-3), offline_prompts=3, off
                                               "ties": [dict(w=1.0, density=0.5)], "dare_ties": [dict(w=1.0, density=0.5)]})
 
 
+# ---------------------------------------------------------------------------------------------
+# the re-check of the three edge choices (this page's amendment of 2026-12-06), registered before it ran
+# ---------------------------------------------------------------------------------------------
+
+RECHECK_METHODS = ("mopd_topk", "mopd_kl", "soft")
+"""the methods whose val choice sat on the grid's edge (lr 3e-3, the top of FULL.lrs) in the page's run"""
+RECHECK_EXPERIMENT = "baselines-recheck"
+"""the re-check's run folder (runs/baselines-recheck/): its own, so its teachers are trained by it, never
+reloaded from the page's folder"""
+RECHECK_SEEDS = (0, 1, 2)
+RECHECK_ESTIMATE = (0.5, 1.2)
+"""the re-check's CPU-hours as registered (the amendment below, from recorded job wall times)"""
+RECHECK_DATE = "2026-12-06"
+RECHECK_EXTEND = 2
+"""at most this many rates past an edge (`Study.max_extend`): from 3e-3, 1e-2 and 3e-2, the ladder's end"""
+RECHECK_KEY = "recheck_edges"
+"""the re-check's block in docs/baselines.json (and `--recheck edges`'s records' key in docs/baselines_jobs.json:
+recheck-edges)"""
+RECHECK_HEADING = "## Re-check of the three edge choices"
+
+AMENDMENT_EDGES = [
+    "**Amendment, 2026-12-06: the three edge choices re-checked** (committed before its run, beside the registered "
+    "protocol above, which stands as written):", "",
+    "* **Why.** The val search chose lr 0.003, the top of the grid, for MOPD-Top-k, MOPD exact KL and soft-label KD "
+    "(offline); \"What this setting can and cannot show\" below says their optimum is not bracketed. The run predates "
+    "the runner's bracketing (`studies.study.extend_lr`), which today extends a grid whose best sits on its edge.",
+    "* **What runs.** `python -m studies.baselines --recheck edges --seeds 0 1 2 --workers 2 --hours H`, in time-boxed "
+    "slices (`studies.sliced`): each run one job, recorded in docs/baselines_jobs.json under `recheck-edges`; the "
+    "teachers and the val choice's adapters kept in docs/baselines_inputs/. The same command continues on any machine; "
+    "`--status` says what is left. Only these three methods train; every other row of this page stands as recorded.",
+    "* **Teachers.** Trained fresh by the re-check's set-up job with this page's teacher config (binding and recall "
+    "200 GRPO steps at lr 0.001, seed 0, `teacher_headroom.BASELINE_TEACHER`) in its own run folder "
+    "(runs/baselines-recheck/, never this page's), their sha256 recorded. This page's run kept no hash of its "
+    "teachers, so the two sets are compared by their test accuracies at 500 prompts a length: *the same teachers* "
+    "means equal at every length (as the re-count of 2026-12-02 found for this config and seed), anything else "
+    "*other teachers*.",
+    "* **Grid and bracketing.** Each of the three on this page's grid, lr in {3e-4, 1e-3, 3e-3}, budget fixed (300 "
+    "steps of 8 prompts a domain; soft labels K = 4 of 600 prompts a domain), at seed 0, scored on val (100 prompts "
+    "a domain and length), by the runner's bracketing: a best on the grid's edge gets the next rate of the ladder "
+    "(`studies.study.LADDER`: 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2), again while the best stays on the edge, at most 2 "
+    "extensions (`Study.max_extend`), which from 3e-3 is the ladder's end: the grid becomes {3e-4, 1e-3, 3e-3, 1e-2} "
+    "and, where 1e-2 is best, 3e-2 too (from a best at 3e-4: 1e-4, the ladder's other end). No tie-break: this "
+    "page's protocol chooses on seed 0 alone.",
+    "* **Seeds**: 0, 1, 2 at each chosen rate (seed 0's run is the grid's), each tested once on 500 prompts a domain "
+    "and length, as above.",
+    "* **Metric and decision rule.** The choice is the best mean normalised val score, this page's rule. A method's "
+    "choice **moves** when the re-check chooses another rate than this page's 0.003; it is **bracketed** when its "
+    "chosen rate has a rate tried on each side; it is **on its hard limit** when its best is still at an end of the "
+    "ladder (3e-2 or 1e-4), past which no rate is tried, and the page then says so.",
+    "* **What it can change.** Its data is docs/baselines.json's `recheck_edges`; nothing else there changes. Its "
+    "section goes on this page after the validation grids: the extended grids, the choices, the teachers against "
+    "this page's. Only a complete re-check (seeds 0, 1, 2 recorded) decides; a partial one is shown labelled "
+    "partial and changes nothing. Where a choice moves on the same teachers, that method's rows (the table, the "
+    "paired differences and their Holm family, the ranking, the figures, the per-seed accuracies, the costs) and "
+    "its validation grid are rendered from the re-check's seeds at the new rate, marked so, and the findings cited "
+    "from this page (tools/findings.py) read them too; on other teachers its rows stay and the section shows the "
+    "re-check's beside them, descriptive. A choice that does not move keeps this page's rows, with the re-check's "
+    "at 0.003 beside them, descriptive. The edge sentence below then names each method as bracketed by the "
+    "re-check or on its hard limit. Whatever it shows is reported.",
+    "* **Compute**, estimated from recorded wall times, not timed afresh (this page's run was not in slices, so "
+    "docs/baselines_jobs.json holds none). The sliced re-check at T = 400 (docs/matched_jobs.json, "
+    "`T400-recheck-rft`, 2026-12-06, Intel Xeon, 2 cores shared with other jobs) recorded its MOPD exact KL jobs of "
+    "the same 300 steps x 8 prompts a domain at 91 to 181 s wall each (process start, model load and every "
+    "evaluation included), a test-only job at 17 to 19 s and its set-up (two teachers of 400 steps, twice these) at "
+    "183 s. This page's stage seconds put Top-k and soft labels at or below exact KL's (142 and 148 s against 162 "
+    "s); soft labels add their teachers' sampling, about 20 s a job (4,800 completions at the 3.8 ms a completion "
+    "docs/matched.md's estimate timed). The re-check runs one set-up, 9 to 15 val-choice jobs (the 9 grid runs and "
+    "0 to 2 extensions a method), 3 test-only jobs (seed 0's chosen runs) and 6 runs of seeds 1 and 2: 0.55 "
+    "CPU-hours at 110 s a run job and no extension, 1.16 at 181 s and every extension, so **0.5 to 1.2 "
+    "CPU-hours** on that shared machine (about 0.4 to 0.7 h wall with 2 workers: the set-up runs alone and the val "
+    "choice's rounds leave a core idle). Process starts are included, as the recorded jobs include them.",
+]
+"""registered beside the Protocol (the page's frozen text may only grow by dated amendments)"""
+
+
 class Bench:
     def __init__(self, proto: Protocol, experiment: str, progress: bool = True, given: dict | None = None):
         """The bank, the teachers at the protocol's budget (trained, or reloaded from runs/<experiment>/),
@@ -202,6 +286,264 @@ class Bench:
         if name not in self.bank.names:
             merge(self.bank, name, {"teacher_binding": w, "teacher_recall": w}, how=how, density=density, seed=seed)
         return Result(name, None, {}, time.perf_counter() - start)
+
+
+# ---------------------------------------------------------------------------------------------
+# the re-check of the edge choices (the amendment of 2026-12-06): declared, reported, decided, rendered
+# ---------------------------------------------------------------------------------------------
+
+
+def declare_recheck(proto: Protocol, quick: bool) -> Study:
+    """The three edge methods on the page's grid with the runner's bracketing (`study.extend_lr`, at most
+    RECHECK_EXTEND rates past an edge), no tie-break (the page's protocol: seed 0 decides), on teachers
+    trained in the re-check's own run folder (never reloaded from the page's)."""
+    def trained(m):
+        return Method(lambda bench, s, seed: bench.train(m, s["lr"], seed), grid=[{"lr": lr} for lr in proto.lrs],
+                      needs=needs(m), scalar="lr", extend=study.extend_lr)
+
+    experiment = RECHECK_EXPERIMENT + ("-quick" if quick else "")
+    return Study(module="studies.baselines", argv=["--recheck", "edges", *(["--quick"] if quick else [])],
+                 methods={m: trained(m) for m in RECHECK_METHODS},
+                 setup=lambda progress: Bench(proto, experiment, progress=progress),
+                 given=lambda progress, given: Bench(proto, experiment, progress=progress, given=given),
+                 parts={"all": None, "train_L": TRAIN_L, "held_out": HELD_OUT}, max_extend=RECHECK_EXTEND)
+
+
+def recheck_report(declared: Study, proto: Protocol, args):
+    """The re-check's report of `study.run`'s state (or of a sliced study's records): the runner's rows,
+    grids and choices, the curves of its MOPD forms, soft labels' kept counts, the teachers' sha256 and
+    the references, as the page's rows carry them."""
+    def report(bench: Bench, state: study.State) -> dict:
+        rows = study.rows(declared, bench, state)
+        for seed, row in rows.get("soft", {}).items():
+            r = state.per_seed[seed]["soft"]
+            row["kept"] = {k: v for k, v in r.run.metrics[0].items() if k.startswith(("sampled", "correct", "kept"))}
+        curves = {m: {seed: curve(done[m].run, state.val, proto.per_domain, "base") for seed, done in state.per_seed.items()}
+                  for m in declared.methods if m.startswith("mopd_")}
+        return {"methods": list(declared.methods), "seeds_done": list(state.per_seed), "elapsed_s": state.elapsed,
+                "protocol": {"lrs": list(proto.lrs), "steps": proto.steps, "per_domain": proto.per_domain,
+                             "val_n": proto.val_n, "test_n": args.n, "max_extend": declared.max_extend,
+                             "registered_seeds": list(RECHECK_SEEDS), "ladder": list(study.LADDER)},
+                "teacher": {d: {"steps": c.steps, "lr": c.lr, "seed": c.seed} for d, c in bench.teacher_cfg.items()},
+                "teacher_sha256": {d: runs.adapter_digest(bench.bank, f"teacher_{d}") for d in bench.teachers},
+                "refs": {split: {a: getattr(state, split)[a] for a in declared.refs} for split in ("val", "test")},
+                "grid": state.grid, "chosen": state.chosen, "rows": rows, "curves": curves}
+    return report
+
+
+def recheck_block(part: dict, cmd: str, where: dict | None = None) -> dict:
+    """baselines.json's `recheck_edges`: the report, the command, date and machine (as JSON reads it back)."""
+    return json.loads(json.dumps({**part, "command": cmd, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                  "machine": where or machine()}, default=str))
+
+
+def recheck_complete(block: dict) -> bool:
+    """Every registered seed recorded (and every seed its command asked for): only then does it decide."""
+    done = {int(x) for x in block["seeds_done"]}
+    return set(RECHECK_SEEDS) <= done and not study.unfinished(block["command"], block["seeds_done"])
+
+
+def _plain(x):
+    return json.loads(json.dumps(x, default=str))
+
+
+def same_teachers(rep: dict, block: dict) -> bool:
+    """The amendment's test of "the same teachers" (the page's run kept no hash): equal test accuracy at
+    every length of both domains, on the same number of test prompts."""
+    if block["protocol"]["test_n"] != rep["protocol"]["test_n"]:
+        return False
+    return all(_plain(block["refs"]["test"][t]) == _plain(rep["refs"]["test"][t]) for t in ("teacher_binding", "teacher_recall"))
+
+
+def edge_decisions(rep: dict) -> dict:
+    """{method: {was, chosen, moved, bracketing, lrs}} of the page's `recheck_edges` (its choices so far):
+    the page's rate, the re-check's, whether it moved, and `study.bracketing` of the re-check's choice."""
+    block, out = rep[RECHECK_KEY], {}
+    for m in RECHECK_METHODS:
+        if m in block.get("chosen", {}):
+            ch, was = block["chosen"][m], rep["chosen"][m]
+            out[m] = {"was": was, "chosen": ch, "moved": not math.isclose(ch, was),
+                      "bracketing": study.bracketing(block["grid"][m], ch), "lrs": sorted(g["lr"] for g in block["grid"][m])}
+    return out
+
+
+def in_use(rep: dict) -> dict:
+    """The report the page renders: a complete re-check whose choice moved, on the same teachers, puts that
+    method's rows, choice, val grid and curves in the page's place (`recheck_in_use` names them); else
+    the report as recorded. The findings read it too (tools/findings.py)."""
+    block = rep.get(RECHECK_KEY)
+    if not block or not recheck_complete(block) or not same_teachers(rep, block):
+        return rep
+    moved = [m for m, d in edge_decisions(rep).items() if d["moved"]]
+    if not moved:
+        return rep
+    out = {**rep, **{k: dict(rep.get(k, {})) for k in ("rows", "chosen", "grid", "curves")}, "recheck_in_use": moved}
+    for m in moved:
+        for k in ("rows", "chosen", "grid"):
+            out[k][m] = block[k][m]
+        if m in block.get("curves", {}):
+            out["curves"][m] = block["curves"][m]
+    return out
+
+
+def recheck_mark(rep: dict, m: str) -> str:
+    """' (re-check, lr X)' beside a method whose rows are the re-check's, else ''."""
+    return f" (re-check, lr {rep['chosen'][m]:g})" if m in rep.get("recheck_in_use", ()) else ""
+
+
+def tuning_edges(rep: dict, edge: list[str]) -> str:
+    """The "Tuning" bullet's sentence on the choices on an edge (`edge`: the methods whose chosen rate is
+    at an end of the page's grid), with what the re-check decided once it is complete."""
+    block = rep.get(RECHECK_KEY)
+    if not block:
+        return (f"the chosen rate sits on the grid's edge for {', '.join(LABEL[m] for m in edge)}, so their optimum is "
+                "not bracketed. " if edge else "every chosen rate is inside its grid. ")
+    if not recheck_complete(block):
+        return (f"the chosen rate sits on the grid's edge for {', '.join(LABEL[m] for m in edge)}, so their optimum is "
+                f"not bracketed (the re-check of the amendment of {RECHECK_DATE} is partial: its section below). "
+                if edge else "every chosen rate is inside its grid. ")
+    dec = edge_decisions(rep)
+    left = [LABEL[m] for m in edge if m not in dec]
+    by = {k: [LABEL[m] + (f" (lr {d['chosen']:g})" if k != "bracketed" else "") for m, d in dec.items()
+              if d["bracketing"] == k] for k in ("bracketed", "hard limit", "edge")}
+    out = (f"the chosen rate sits on the grid's edge for {', '.join(left)}, so their optimum is not bracketed. "
+           if left else "")
+    said = [f"bracketed the choice of {', '.join(by['bracketed'])}"] if by["bracketed"] else []
+    said += [f"left {', '.join(by['hard limit'])} on the hard limit (the ladder's end: no rate past it is tried)"] \
+        if by["hard limit"] else []
+    said += [f"left {', '.join(by['edge'])} on the grid's edge after its {RECHECK_EXTEND} extensions"] if by["edge"] else []
+    return out + (f"{'The' if left else 'the'} re-check of the amendment of {RECHECK_DATE} (its section below) "
+                  + "; ".join(said) + ". "
+                  if said else "")
+
+
+def recheck_section(rep: dict) -> list[str]:
+    """The re-check's section of the page (a function of baselines.json as recorded: its `recheck_edges`
+    beside the page's own rows); [] without one. Partial until every registered seed is in."""
+    block = rep.get(RECHECK_KEY)
+    if not block:
+        return []
+    done, seeds, dec = recheck_complete(block), block["seeds_done"], edge_decisions(rep)
+    same = same_teachers(rep, block)
+    test = lambda r, t, d: fmean(r["refs"]["test"][t][d].values())  # noqa: E731
+    out = [f"{RECHECK_HEADING} (amendment of {RECHECK_DATE})" + ("" if done else ": partial"), "",
+           f"Written by `{block['command']}`, finished {block['date']}, on {machine_line(block['machine'])}. Its "
+           f"registration is this page's amendment of {RECHECK_DATE} (under Protocol); its data is docs/baselines.json, "
+           f"`{RECHECK_KEY}`.", ""]
+    if not done:
+        out += [f"**Partial**: seeds {seeds} recorded of the registered {list(RECHECK_SEEDS)}. No choice is decided "
+                "and nothing else on this page reads it; the same command continues it.", ""]
+    out += study.spent_line(block, RECHECK_ESTIMATE, RECHECK_DATE, "on the shared machine it was estimated from")
+    out += [f"**Teachers.** Trained by the re-check in its own run folder (runs/{RECHECK_EXPERIMENT}/; in slices by its "
+            "set-up job, kept in docs/baselines_inputs/), " + ", ".join(f"{d} {t['steps']} GRPO steps at lr {t['lr']:g}, "
+                                                                       f"seed {t['seed']}" for d, t in block["teacher"].items())
+            + "; sha256 " + ", ".join(f"{d} {h[:16]}" for d, h in block["teacher_sha256"].items()) + ". Test accuracy, "
+            "mean over the lengths, the re-check's against this page's: "
+            + "; ".join(f"{d} {test(block, f'teacher_{d}', d):.3f} against {test(rep, f'teacher_{d}', d):.3f}" for d in DOMAINS)
+            + ". " + ("**The same teachers** by the amendment's test (equal test accuracy at every length; this page's "
+                      "run kept no hash)." if same else "**Other teachers** by the amendment's test (the test accuracies "
+                                                         "differ, or were scored on another number of prompts)."), "",
+            "Mean normalised val score (seed 0, val "
+            f"{block['protocol']['val_n']} prompts a domain and length) at every rate tried; the choice in bold; "
+            "[extended]: added by the bracketing.", "",
+            "| method | this page (its run) | the re-check | decision |", "| --- | --- | --- | --- |"]
+    for m, d in dec.items():
+        page = "; ".join((f"**{g['lr']:g}: {g['mean']:.3f}**" if math.isclose(g["lr"], d["was"]) else
+                          f"{g['lr']:g}: {g['mean']:.3f}") for g in rep["grid"][m])
+        mine = "; ".join((f"**{g['lr']:g}: {g['mean']:.3f}**" if math.isclose(g["lr"], d["chosen"]) else
+                          f"{g['lr']:g}: {g['mean']:.3f}") + (" [extended]" if g.get("extended") else "")
+                         for g in block["grid"][m])
+        where = {"bracketed": "bracketed ({} and {} tried beside it)".format(
+                     *(f"{x:g}" for x in (max(x for x in d["lrs"] if x < d["chosen"]),
+                                          min(x for x in d["lrs"] if x > d["chosen"])))) if d["bracketing"] == "bracketed"
+                 else "", "hard limit": "on its hard limit (the ladder's end: no rate past it is tried)",
+                 "edge": f"on the grid's edge after {block['protocol']['max_extend']} extensions"}[d["bracketing"]]
+        moved = f"moves from {d['was']:g} to {d['chosen']:g}" if d["moved"] else f"stays at {d['chosen']:g}"
+        out.append(f"| {LABEL[m]} | {page} | {mine} | " + (f"{moved}, {where}" if done else
+                                                            f"partial, not decided (so far: {moved}, {where})") + " |")
+    out += ["", "Mean normalised test score per seed: the re-check's rows at its choice, this page's at its own "
+            "(descriptive; paired by seed, the same test prompts" + (")." if same else ", other teachers)."), "",
+            "| method | rows | " + " | ".join(f"seed {x}" for x in seeds) + " | re-check minus this page |",
+            "| --- | --- | " + " | ".join("---" for _ in seeds) + " | --- |"]
+    for m in dec:
+        mine, page = block["rows"][m], rep["rows"][m]
+        diff = study.paired_rows({"a": mine, "b": page}, "a", "b")
+        for who, rows_ in ((f"the re-check (lr {dec[m]['chosen']:g})", mine), (f"this page (lr {dec[m]['was']:g})", page)):
+            out.append(f"| {LABEL[m]} | {who} | " + " | ".join(
+                f"{rows_[str(x)]['all']['mean']:.3f}" if str(x) in rows_ else "—" for x in seeds)
+                + f" | {stats.interval_text(diff) if who.startswith('the re-check') and diff['n'] else ''} |")
+    if done:
+        out += ["", "**Decision** (the amendment's rule):"]
+        for m, d in dec.items():
+            if not d["moved"]:
+                then = "this page's rows stay (the same rate); the re-check's are beside them above, descriptive"
+            elif same:
+                then = (f"its rows on this page (the table, the paired differences and their Holm family, the ranking, "
+                        f"the figures, the costs, the per-seed accuracies) and its validation grid are the re-check's at lr "
+                        f"{d['chosen']:g}, marked \"(re-check, lr {d['chosen']:g})\"")
+            else:
+                then = "on other teachers, so this page's rows stay; the re-check's are beside them above, descriptive"
+            where = {"bracketed": "bracketed", "hard limit": "on its hard limit",
+                     "edge": "on the grid's edge after its extensions"}[d["bracketing"]]
+            out.append(f"* **{LABEL[m]}**: the choice " + (f"moves ({d['was']:g} to {d['chosen']:g})" if d["moved"] else
+                                                          f"does not move ({d['chosen']:g})") + f", {where}; {then}.")
+    return out + [""]
+
+
+def recheck_target(out: Path) -> dict:
+    """The page's baselines.json, which the re-check is written beside, before anything trains."""
+    saved = out / "baselines.json"
+    rep = json.loads(saved.read_text()) if saved.exists() else {}
+    missing = [m for m in RECHECK_METHODS if m not in rep.get("rows", {})]
+    if missing:
+        raise SystemExit(f"--recheck edges writes beside the page's run in {saved}, which has no rows of {missing}: run "
+                         "`python -m studies.baselines` first, or pass --no-write")
+    return rep
+
+
+def write_recheck(block: dict, out: Path) -> dict:
+    """The block into out/baselines.json (read again now: every other key as it is on disk), the page and
+    its figures from it."""
+    rep = recheck_target(out)
+    rep[RECHECK_KEY] = block
+    write(rep, out)
+    return rep
+
+
+def run_recheck(args, proto: Protocol, argv) -> dict | None:
+    """`--recheck edges`: whole (the block written after every seed: resumable, its runs reload from its
+    run folder) or in slices (`--hours`: written once every job is recorded)."""
+    out = Path(args.out)
+    if not args.no_write:
+        recheck_target(out)
+    if args.hours is not None:
+        if args.no_write:
+            raise SystemExit("--hours keeps every job's record in docs/: it cannot run with --no-write")
+        job = sliced_study(args, proto)
+        (out / INPUTS).mkdir(parents=True, exist_ok=True)
+        runs.RUNS_DIR.mkdir(parents=True, exist_ok=True)
+        again = slices.continuing("studies.baselines", list(argv) if argv is not None else sys.argv[1:])
+        if not job.run(workers=args.workers, deadline=slices.Deadline(args.hours), again=again):
+            return None
+        part = job.report(recheck_report(job.s, proto, args))
+        cmd = command("studies.baselines", argv) + f" (in slices: {JOBS}, machines: {' | '.join(job.machines())})"
+        rep = write_recheck(recheck_block(part, cmd), out)
+        print("every job recorded; the re-check's section is written")
+        return rep[RECHECK_KEY]
+    declared, cmd, where, kept = declare_recheck(proto, args.quick), command("studies.baselines", argv), machine(), {}
+
+    def save(part):
+        kept["block"] = recheck_block(part, cmd, where)
+        if not args.no_write:
+            write_recheck(kept["block"], out)
+
+    study.run(declared, seeds=args.seeds, n=args.n, val_n=proto.val_n, workers=args.workers, quiet=args.quiet,
+              summarise=recheck_report(declared, proto, args), write=save)
+    block = kept["block"]
+    print(json.dumps({"chosen": block["chosen"], "grid": {m: [(g["lr"], round(g["mean"], 4)) for g in e]
+                                                          for m, e in block["grid"].items()},
+                      "seeds_done": block["seeds_done"]}))
+    return block
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,6 +688,7 @@ def ranking(rep) -> list[str]:
 
 
 def markdown(rep: dict) -> str:
+    recorded, rep = rep, in_use(rep)        # a complete re-check's moved rows in the page's place (else as recorded)
     P = rep["protocol"]
     seeds = P["seeds_done"]
     out = ["# Baselines: is MOPD worth it?", "",
@@ -372,7 +715,7 @@ def markdown(rep: dict) -> str:
            "* **Uncertainty**: each cell is mean ± std over seeds (the sample std, ddof = 1; absent with one seed) and, in "
            "brackets, the binomial standard error of that score from the test sample alone "
            "(sqrt(p(1-p)/n) per length, propagated through the mean and divided by the denominator, which is taken as fixed).",
-           ""]
+           "", *AMENDMENT_EDGES, ""]
     # denominators
     refs = rep["refs"]["test"]
     out += ["## Denominators (test)", "", "| domain | base | teacher | denominator |", "| --- | --- | --- | --- |"]
@@ -389,7 +732,7 @@ def markdown(rep: dict) -> str:
         c = lambda part, key: cell([p[part][key] if key == "mean" else p[part][key]["normalised"] for p in per],  # noqa: E731
                                    [p[part]["mean_se"] if key == "mean" else p[part][key]["se"] for p in per])
         paper = f"{PAPER[m]:.3f} ({PAPER_NAME.get(m, LABEL[m])})" if m in PAPER else "—"
-        label = LABEL[m] + (f" = {rep['chosen']['merge_best']['how']}" if m == "merge_best" else "")
+        label = LABEL[m] + (f" = {rep['chosen']['merge_best']['how']}" if m == "merge_best" else "") + recheck_mark(rep, m)
         out.append(f"| {label} | {c('all', 'binding')} | {c('all', 'recall')} | **{c('all', 'mean')}** | "
                    f"{c('train_L', 'mean')} | {c('held_out', 'mean')} | {paper} |")
     out += ["", "Merges of linear, cat and ties are deterministic given the teachers (shared by all seeds), so their "
@@ -448,7 +791,7 @@ def markdown(rep: dict) -> str:
     above = [LABEL[m] for m in TRAINED if method_stats(rep, m)[0] > 1.0]
     t_steps = {t["steps"] for t in P["teacher"].values()}
     rl_ratio = P["steps"] / max(t_steps) if t_steps and None not in t_steps else float("nan")
-    edge = [LABEL[m] for m in TRAINED if m in rep["chosen"] and rep["grid"].get(m)
+    edge = [m for m in TRAINED if m in rep["chosen"] and rep["grid"].get(m)
             and rep["chosen"][m] in (min(g["lr"] for g in rep["grid"][m]), max(g["lr"] for g in rep["grid"][m]))]
     out += ["### What this setting can and cannot show", "",
             f"* **The RL budgets are not matched.** Each teacher had {max(t_steps)} GRPO steps x {P['per_domain']} prompts "
@@ -471,8 +814,7 @@ def markdown(rep: dict) -> str:
             "way) holds here. The paper's teachers are full fine-tunes of a 30B model on broad domains.",
             f"* Tuning: every method had the same {len(P['lrs'])}-point learning-rate search (trained methods) or "
             f"3-point search (each merge type), on seed 0 with {P['val_n']} val prompts per domain and length; "
-            + (f"the chosen rate sits on the grid's edge for {', '.join(edge)}, so their optimum is not bracketed. "
-               if edge else "every chosen rate is inside its grid. ")
+            + tuning_edges(recorded, edge)
             + "Teachers are shared across seeds, so the seed std measures the students' training noise only.",
             *close_choices(rep),
             "* docs/results.md trains every MOPD form at the course preset (lr 1e-3, the notebooks' setting), on its "
@@ -486,11 +828,13 @@ def markdown(rep: dict) -> str:
         cells = []
         for g in entries:
             setting = f"lr {g['lr']:g}" if "lr" in g else "w " + f"{g['w']:g}" + (f", density {g['density']:g}" if "density" in g else "")
+            setting += " [extended]" if g.get("extended") else ""
             hit = (g.get("lr") == ch) if "lr" in g else all(g.get(k) == v for k, v in ch.items())
             txt = f"{setting}: {g['mean']:.2f} ({g['binding']:.2f}, {g['recall']:.2f})"
             cells.append(f"**{txt}**" if hit else txt)
-        out.append(f"* {LABEL[m]}: " + "; ".join(cells))
+        out.append(f"* {LABEL[m]}{recheck_mark(rep, m)}: " + "; ".join(cells))
     out += [f"* best merge type on val: **{rep['chosen']['merge_best']['how']}**", ""]
+    out += recheck_section(recorded)
     # costs
     out += cost_section(rep)
     # figures
@@ -507,7 +851,7 @@ def markdown(rep: dict) -> str:
         out.append(f"| {a} | — | " + " | ".join(f"{refs[a][d][L]:.3f}" for d in DOMAINS for L in refs['base'][d]) + " |")
     for m in rep["rows"]:
         for seed, p in rep["rows"][m].items():
-            out.append(f"| {LABEL[m]} | {seed} | " + " | ".join(f"{p['acc'][d][L]:.3f}" for d in DOMAINS for L in refs['base'][d]) + " |")
+            out.append(f"| {LABEL[m]}{recheck_mark(rep, m)} | {seed} | " + " | ".join(f"{p['acc'][d][L]:.3f}" for d in DOMAINS for L in refs['base'][d]) + " |")
     return "\n".join(out) + "\n"
 
 
@@ -595,7 +939,9 @@ def cost_section(rep: dict) -> list[str]:
 
 def figures(rep: dict, folder: Path) -> None:
     """The page's five figures, drawn by `mopd_mini.plots` from the view of the results that notebook
-    05 draws its own from (`views.baselines_view`): one piece of plotting code for both."""
+    05 draws its own from (`views.baselines_view`): one piece of plotting code for both. A complete
+    re-check's moved rows are drawn in the page's place (`in_use`)."""
+    rep = in_use(rep)
     view = views.baselines_view(rep)
     made_by = f"`{rep['command']}`, seeds {rep['protocol']['seeds_done']}"
     scores = {LABEL[m]: view["scores"][m] for m in ranking(rep)}                     # best first
@@ -620,6 +966,10 @@ def figures(rep: dict, folder: Path) -> None:
 def write(rep: dict, docs: Path = DOCS, source: Path | None = None, allow_shrink: bool = False) -> None:
     """The page, the figures and the JSON into `docs`; rendered from the JSON at `source` (--render):
     refused if the page would show fewer table rows than the one there (`slices.guard_render`)."""
+    saved = docs / "baselines.json"
+    if RECHECK_KEY not in rep and source is None and saved.exists():     # a run of the page keeps the re-check
+        kept = json.loads(saved.read_text()).get(RECHECK_KEY)
+        rep = {**rep, RECHECK_KEY: kept} if kept else rep
     text = markdown(rep)
     if source is not None:
         text = slices.guard_render(docs / "baselines.md", text, source, rep, allow_shrink)
@@ -644,12 +994,16 @@ core at the headroom study's budget) and the references' evaluations"""
 
 
 def sliced_study(args, proto: Protocol) -> sliced.Sliced:
-    """The study as studies.sliced's jobs: each a process of this module with the same options and `--job`."""
-    out = Path(args.out)
+    """The study (or `--recheck edges`) as studies.sliced's jobs: each a process of this module with the same
+    options and `--job`."""
+    out, recheck = Path(args.out), getattr(args, "recheck", None)
     store = slices.Store(out / JOBS, lambda: runs.RUNS_DIR / "baselines_jobs.lock", ("jobs", "plans", "slices"))
     base = [slices.python(), "-m", "studies.baselines", "--out", str(out), "--quiet", "--n", str(args.n),
-            "--seeds", *map(str, args.seeds), *(["--quick"] if args.quick else [])]
-    return sliced.Sliced(declare(proto, args.quick), key=EXPERIMENT + ("-quick" if args.quick else ""), store=store,
+            "--seeds", *map(str, args.seeds), *(["--recheck", recheck] if recheck else []),
+            *(["--quick"] if args.quick else [])]
+    made = declare_recheck(proto, args.quick) if recheck else declare(proto, args.quick)
+    key = ("recheck-" + recheck if recheck else EXPERIMENT) + ("-quick" if args.quick else "")
+    return sliced.Sliced(made, key=key, store=store,
                          inputs=slices.Inputs(out / INPUTS, slices.files_digest), seeds=args.seeds, n=args.n,
                          val_n=proto.val_n, job_argv=lambda job: base + ["--job", json.dumps(job)],
                          setup_s=60.0 if args.quick else SETUP_S)
@@ -665,8 +1019,7 @@ def run_sliced(args, proto: Protocol, argv) -> dict | None:
     if not job.run(workers=args.workers, deadline=slices.Deadline(args.hours), again=again):
         return None
     rep = job.report(baselines_report(job.s, proto, args))
-    machines = sorted({r["machine"] for r in job.records(job.store.read()).values()})
-    rep["command"] += f" (in slices: {JOBS}, machines: {' | '.join(machines)})"
+    rep["command"] += f" (in slices: {JOBS}, machines: {' | '.join(job.machines())})"
     write(rep, Path(args.out))
     print("every job recorded; the page is written")
     return rep
@@ -692,6 +1045,9 @@ def main(argv=None):
                    f"write): every run a recorded job, kept in docs/{JOBS} and docs/{INPUTS}/; the same command "
                    "continues, on any machine")
     p.add_argument("--status", action="store_true", help="what the slices recorded and what is left (no torch)")
+    p.add_argument("--recheck", choices=("edges",), help="the amendment of 2026-12-06: MOPD-Top-k, MOPD exact KL and "
+                   "soft labels (their choice on the grid's edge) on the bracketed grid, fresh teachers, seeds 0 1 2; "
+                   f"written to baselines.json's {RECHECK_KEY} and its section of the page (with --hours: in slices)")
     p.add_argument("--job", help=argparse.SUPPRESS)                  # one job of a slice, in its own process
     study.add_worker_args(p)                                         # internal: one worker of --workers
     args = p.parse_args(argv)
@@ -708,7 +1064,8 @@ def main(argv=None):
         if args.quick and args.n == 500:
             args.n = 6
         proto = QUICK if args.quick else FULL
-        return study.worker_main(declare(proto, args.quick), args.worker, args.jobs, args.n, proto.val_n)
+        made = declare_recheck(proto, args.quick) if args.recheck else declare(proto, args.quick)
+        return study.worker_main(made, args.worker, args.jobs, args.n, proto.val_n)
     if args.recount_teachers:
         rep = recount_teachers(json.loads(Path(args.recount_teachers).read_text()), progress=not args.quiet)
         if not args.no_write:
@@ -727,6 +1084,8 @@ def main(argv=None):
     if args.quick and args.n == 500:
         args.n = 6
     proto = QUICK if args.quick else FULL
+    if args.recheck:
+        return run_recheck(args, proto, argv)
     if args.hours is not None:
         if args.no_write:
             raise SystemExit("--hours keeps every job's record in docs/: it cannot run with --no-write")

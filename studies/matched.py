@@ -285,13 +285,9 @@ CRITIQUE = 14.8                                         # the low end of the cri
 
 def on_edge(by_T: dict, m: str) -> bool:
     """Whether the chosen learning rate is still at an end of the rates tried (the other keys of
-    the setting held at the chosen ones): not bracketed."""
+    the setting held at the chosen ones): not bracketed (`study.on_edge`)."""
     chosen = by_T["chosen"][m]
-    if not isinstance(chosen, dict) or "lr" not in chosen:
-        return False
-    rest = {k: v for k, v in chosen.items() if k != "lr"}
-    lrs = [g["lr"] for g in by_T["grid"][m] if {k: g.get(k) for k in rest} == rest]
-    return len(lrs) > 1 and chosen["lr"] in (min(lrs), max(lrs))
+    return isinstance(chosen, dict) and "lr" in chosen and study.on_edge(by_T["grid"][m], chosen)
 
 
 def cost_ratio(rows: dict, a: str, b: str, key: str = "flops") -> dict:
@@ -745,21 +741,8 @@ CURES_ESTIMATE = (1.1, 2.6)
 
 
 def spent_line(block: dict, registered: tuple = CURES_ESTIMATE, amendment: str = "2026-12-04") -> list[str]:
-    """What a check spent against its registered estimate (CPU-hours on a quiet machine, in the
-    amendment of that date): in slices, the recorded jobs' CPU-hours (each job one core); run whole,
-    its wall time and the most CPU-hours its `--workers` allow."""
-    words, secs = block["command"].split(), block.get("elapsed_s")
-    if secs is None:
-        return []
-    lo, hi = registered
-    if "(in slices:" in block["command"]:
-        spent = f"{secs / 3600:.2f} CPU-h in its recorded jobs (each job's wall time on one core)"
-    else:
-        w = int(words[words.index("--workers") + 1]) if "--workers" in words else 1
-        spent = (f"{secs / 60:.0f} min wall with {w} worker(s), so at most {w * secs / 3600:.2f} CPU-h (the teachers and "
-                 "the main process's evaluations ran while a worker's core could idle)")
-    return [f"*Spent:* {spent}, against the registered estimate of {lo} to {hi} CPU-hours on a quiet machine "
-            f"(the amendment of {amendment}).", ""]
+    """What a check spent against its registered estimate (`study.spent_line`; CPU-hours on a quiet machine)."""
+    return study.spent_line(block, registered, amendment)
 
 
 def choice_lines(block: dict, methods: tuple, label: dict) -> list[str]:
@@ -1194,8 +1177,7 @@ def run_sliced(args, plan: Plan, Ts: tuple, argv) -> dict | None:
         if not job.run(workers=args.workers, deadline=deadline, again=again):
             return None
         part = job.report((check.summarise if check else matched_report)(job.s, plan, T))
-        machines = sorted({r["machine"] for r in job.records(job.store.read()).values()})
-        cmd = command("studies.matched", argv) + f" (in slices: {JOBS}, machines: {' | '.join(machines)})"
+        cmd = command("studies.matched", argv) + f" (in slices: {JOBS}, machines: {' | '.join(job.machines())})"
         if check:
             rep["by_T"][str(T)][check.key] = check_block(part, plan, cmd, machine())
             write_check(rep, out, check)

@@ -114,6 +114,10 @@ class Sliced:
         """This study's records, {key: record}."""
         return {k: r for k, r in data["jobs"].items() if k.startswith(self.key + "|")}
 
+    def machines(self) -> list[str]:
+        """The machines this study's recorded jobs ran on (a report's command names them)."""
+        return sorted({r["machine"] for r in self.records(self.store.read()).values()})
+
     def val_entry(self, setup: dict, rec: dict, setting: dict) -> dict:
         """A run's grid entry (study.replay_choice's) from its record and the set-up's references."""
         accs = {**{a: accs_of(v) for a, v in setup["refs"]["val"].items()}, rec["name"]: accs_of(rec["val"])}

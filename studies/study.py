@@ -89,6 +89,45 @@ def extend_lr(best: dict, tried: list[dict]) -> dict | None:
     return {**best, "lr": LADDER[i]} if 0 <= i < len(LADDER) else None
 
 
+def on_edge(entries: list[dict], chosen) -> bool:
+    """Whether a chosen learning rate (a setting with "lr", or the rate itself) is still at an end of the
+    rates tried around it (the grid `entries` at the chosen setting's other keys): not bracketed."""
+    if not isinstance(chosen, dict):
+        chosen = {"lr": chosen}
+    if "lr" not in chosen:
+        return False
+    rest = {k: v for k, v in chosen.items() if k != "lr"}
+    lrs = [g["lr"] for g in entries if {k: g.get(k) for k in rest} == rest]
+    return len(lrs) > 1 and chosen["lr"] in (min(lrs), max(lrs))
+
+
+def bracketing(entries: list[dict], chosen) -> str:
+    """"bracketed" (a rate tried on each side of the choice), "hard limit" (on an edge that is an end of
+    LADDER: no rate past it is tried) or "edge" (on an edge the extensions allowed did not pass)."""
+    if not on_edge(entries, chosen):
+        return "bracketed"
+    lr = chosen["lr"] if isinstance(chosen, dict) else chosen
+    return "hard limit" if any(math.isclose(lr, end) for end in (LADDER[0], LADDER[-1])) else "edge"
+
+
+def spent_line(block: dict, registered: tuple, amendment: str, where: str = "on a quiet machine") -> list[str]:
+    """What a check spent against its registered estimate (CPU-hours `where`, in the amendment of that
+    date): in slices, the recorded jobs' CPU-hours (each job one core); run whole, its wall time and the
+    most CPU-hours its `--workers` allow."""
+    words, secs = block["command"].split(), block.get("elapsed_s")
+    if secs is None:
+        return []
+    lo, hi = registered
+    if "(in slices:" in block["command"]:
+        spent = f"{secs / 3600:.2f} CPU-h in its recorded jobs (each job's wall time on one core)"
+    else:
+        w = int(words[words.index("--workers") + 1]) if "--workers" in words else 1
+        spent = (f"{secs / 60:.0f} min wall with {w} worker(s), so at most {w * secs / 3600:.2f} CPU-h (the teachers and "
+                 "the main process's evaluations ran while a worker's core could idle)")
+    return [f"*Spent:* {spent}, against the registered estimate of {lo} to {hi} CPU-hours {where} "
+            f"(the amendment of {amendment}).", ""]
+
+
 # ---------------------------------------------------------------------------------------------
 # evaluations, cached on disk
 # ---------------------------------------------------------------------------------------------

@@ -549,7 +549,8 @@ def render(fid: str, data_dir: Path | None = None) -> str:
         key = "/".join(parts[2:] if parts[1] == "value" else parts[1:])
         return ablation_value(summary, key) if parts[1] == "value" else ablation_pair(summary, key)
     if parts[0] == "baselines":
-        rep = _read(data_dir, "baselines")
+        from studies.baselines import in_use    # a complete re-check's moved rows, as the page shows them
+        rep = in_use(_read(data_dir, "baselines"))
         if parts[1] == "ranking":
             return baselines_ranking(rep)
         m, ref = parts[1].split("-")
