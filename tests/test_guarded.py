@@ -291,16 +291,27 @@ def test_the_marker_lists_every_file_and_force_refuses_one_it_does_not_list_anyw
     assert digest(out)["data/train.parquet"] == digest(exported)["data/train.parquet"]
 
 
-def test_force_refuses_an_old_marker_without_a_file_list(run, exported, tmp_path):
+OLD_NAMES = sorted(["student_base", "teachers", "data", "reward", "export.json", "verl_config.yaml", "run_verl.sh",
+                    MARKER])
+
+
+@pytest.mark.parametrize("old, pattern", [
+    # a marker from before it listed its files: the top-level names
+    ({"written_by": "mopd_mini.export", "verl": "0.9.1", "files": OLD_NAMES}, "older export whose .* lists no files"),
+    # no file list at all (before: "its .mopd_mini_export is unreadable ('files')", no way out named)
+    ({"written_by": "mopd_mini.export", "verl": "0.9.1"}, "older export whose .* lists no files"),
+    ("[1, 2]", r"is unreadable \(not a JSON object of the export's files\)"),
+    ("{", r"is unreadable \(Expecting"),
+], ids=["names", "no-files-key", "not-an-object", "truncated"])
+def test_force_refuses_an_old_marker_without_a_file_list(run, exported, tmp_path, old, pattern):
     out = tmp_path / "out"
     shutil.copytree(exported, out)
-    (out / MARKER).write_text(json.dumps({"written_by": "mopd_mini.export", "verl": "0.9.1",   # a marker from before it listed its files
-                                          "files": sorted(["student_base", "teachers", "data", "reward", "export.json",
-                                                           "verl_config.yaml", "run_verl.sh", MARKER])}))
+    (out / MARKER).write_text(old if isinstance(old, str) else json.dumps(old))
     before = digest(out)
-    with pytest.raises(SystemExit, match=r"was written by an older export whose .* lists no files, so --force cannot "
-                                         r"tell its files from ones added since .*Move what you keep out of it, delete "
-                                         r"it, and export again"):
+    with pytest.raises(SystemExit, match=pattern + r".*so --force cannot tell (its|the export's) files from "
+                                                   r"(ones added since|others).*Move what you keep out of it, delete it, "
+                                                   r"and export again \(the same command without --force, or --out to a "
+                                                   r"new folder\)"):
         main(["verl", "--run", str(run), "--out", str(out), "--force"])
     assert digest(out) == before
 
@@ -485,6 +496,57 @@ def test_an_old_checkpoint_without_the_copy_is_accepted_once_and_upgraded(teache
     recwarn.clear()
     train_student(teacher_bank, student_config(steps=1))
     assert not [w for w in recwarn if "predates the copy" in str(w.message)]   # once
+
+
+def old_checkpoint(student: Path) -> dict:
+    """The student's checkpoint.pt rewritten as before checkpoints kept the teacher manifest's copy."""
+    state = runs.load_checkpoint(student / "checkpoint.pt")
+    del state["teachers"]
+    torch.save(state, student / "checkpoint.pt")
+    return state
+
+
+def test_an_export_of_an_old_checkpoint_is_accepted_once_and_upgraded(run, tmp_path, recwarn):
+    """Before, an export of a run whose checkpoint.pt held no copy of the manifest was accepted on every
+    export, silently, and its checkpoint never gained the copy (so a later deleted side file went unseen)."""
+    r = variant(run, tmp_path)
+    student = r / "student"
+    old_checkpoint(student)
+    weights = r / "teacher_binding" / "adapter_model.safetensors"
+    kept = weights.read_bytes()
+    tensors = load_file(str(weights))
+    first = sorted(tensors)[0]
+    tensors[first] = tensors[first] + 0.01                    # a swapped teacher: refused, and no upgrade
+    save_file(tensors, str(weights))
+    before = (student / "checkpoint.pt").read_bytes()
+    with pytest.raises(SystemExit, match=r"the binding teacher .*is not the 'teacher_binding' the student was trained"):
+        main(["verl", "--run", str(r), "--out", str(tmp_path / "out")])
+    assert (student / "checkpoint.pt").read_bytes() == before
+    weights.write_bytes(kept)
+    with pytest.warns(UserWarning, match=r"student/checkpoint.pt predates the copy of the teacher manifest kept inside "
+                                         r"checkpoints: it was checked against teacher_manifest.json this once, and "
+                                         r"now holds the copy \(teacher_binding, teacher_recall\)"):
+        main(["verl", "--run", str(r), "--out", str(tmp_path / "out")])
+    assert runs.load_checkpoint(student / "checkpoint.pt")["teachers"] == json.loads((student / runs.MANIFEST).read_text())
+    (tmp_path / "a-file").write_text("")
+    recwarn.clear()
+    with pytest.raises(SystemExit, match=r"is a file"):      # past the manifest's check: no second warning
+        main(["verl", "--run", str(r), "--out", str(tmp_path / "a-file")])
+    assert not [w for w in recwarn if "predates the copy" in str(w.message)]
+    (student / runs.MANIFEST).unlink()                       # upgraded: a deleted side file is now caught
+    with pytest.raises(SystemExit, match=r"teacher_manifest.json is missing, but .*checkpoint.pt records the teachers"):
+        main(["verl", "--run", str(r), "--out", str(tmp_path / "out2")])
+
+
+def test_an_export_of_an_old_checkpoint_without_a_manifest_says_its_teachers_are_unchecked(run, tmp_path):
+    r = variant(run, tmp_path)
+    old_checkpoint(r / "student")
+    (r / "student" / runs.MANIFEST).unlink()
+    (tmp_path / "a-file").write_text("")
+    with pytest.warns(UserWarning, match=r"student records no teachers \(no copy in its checkpoint.pt, no "
+                                         r"teacher_manifest.json: .*could not be checked"):
+        with pytest.raises(SystemExit, match=r"is a file"):
+            main(["verl", "--run", str(r), "--out", str(tmp_path / "a-file")])
 
 
 # ------------------------------------------------------------------------------ 4. caches heal
