@@ -69,7 +69,9 @@ import re
 import shlex
 import shutil
 import signal
+import sys
 import tempfile
+import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
@@ -1078,8 +1080,39 @@ def parser(prog: str = "python -m mopd_mini.export") -> argparse.ArgumentParser:
     return p
 
 
+_STARTED: list[float] = []
+"""when this process's export command began (`main`): a marker written since is this export's"""
+
+
+def interrupted(argv: list[str], prog: str = "python -m mopd_mini.export") -> str:
+    """What an export stopped by Ctrl-C kept, in words (the line `cli.interrupt.interruptible` prints).
+    The export is all or nothing: `--out` holds the whole new export (when the interrupt came after
+    its last rename) or is as it was, and the staging folder is removed (named, if something kept it:
+    the next export of that `--out` removes it). Then the command that exports again."""
+    from .cli.interrupt import command_line
+
+    again = command_line(prog, argv)
+    try:
+        args, _ = parser(prog).parse_known_args(argv)
+    except SystemExit:   # stopped before its flags were read
+        return f"nothing was written. Run the same command to export again: {again}"
+    out = Path(args.out).resolve()
+    left = sorted(p.name for p in out.parent.glob(f".{out.name}.staging-{os.getpid()}-*"))
+    staging = (f"its staging folder {left[0]} is left beside it (the next export of that --out removes it)" if left
+               else "no staging folder is left")
+    mark = out / MARKER
+    if _STARTED and mark.is_file() and mark.stat().st_mtime >= _STARTED[0]:
+        return f"the export had finished: {out} holds it whole; {staging}. Nothing to resume"
+    held = out.is_dir() and any(out.iterdir())
+    where = (f"--out {out} is as it was (nothing of this export is in it)" if held
+             else f"nothing was written to --out {out}")
+    return f"{where}; {staging}. Run the same command to export again: {again}"
+
+
 def main(argv=None, prog: str = "python -m mopd_mini.export") -> dict:
-    """The command line; every user mistake is a SystemExit("export refused: ...") before any write."""
+    """The command line; every user mistake is a SystemExit("export refused: ...") before any write.
+    Ctrl-C: one line (`interrupted`) where it runs as a command (`cli.interrupt.run_main`)."""
+    _STARTED[:] = [time.time()]
     args = parser(prog).parse_args(argv)
     try:
         cfg, teachers, lora = read_run(args.run) if args.run else (MOPDConfig(), {}, LoraSettings())
@@ -1130,4 +1163,6 @@ def main(argv=None, prog: str = "python -m mopd_mini.export") -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    from .cli.interrupt import run_main
+
+    sys.exit(run_main(main, sys.argv[1:], "python -m mopd_mini.export", interrupted))

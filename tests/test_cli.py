@@ -214,6 +214,41 @@ def test_course_delegates_to_mopd_mini_course(monkeypatch):
     assert seen == [["--fast", "--only", "01"]]
 
 
+def test_ctrl_c_in_the_course_says_what_ran_and_how_to_run_the_rest(tmp_path, monkeypatch, capsys):
+    """Before, Ctrl-C during `mopd-mini course` (or python -m mopd_mini.course) printed nbclient's
+    traceback: the training commands' one line did not reach the delegated commands."""
+    import shlex
+
+    from mopd_mini import course
+
+    books = tmp_path / "notebooks"
+    books.mkdir()
+    for name in ("01_a", "02_b", "03_c", "04_d"):
+        (books / f"{name}.ipynb").write_text("{}")
+    ran = []
+
+    def execute(book, out_dir, stop_at=None):
+        if book.stem == stop_at:
+            raise KeyboardInterrupt
+        ran.append(book.stem)
+        return types.SimpleNamespace(nb=types.SimpleNamespace(cells=[]))
+
+    monkeypatch.setattr(course, "execute", lambda book, out: execute(book, out, stop_at="02_b"))
+    out = tmp_path / "built"
+    argv = ["course", "--notebooks", str(books), "--out", str(out), "--only", "01", "02", "03"]
+    assert cli.main(argv) == 130
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and last == (
+        f"mopd-mini course: interrupted (Ctrl-C): 1 notebook(s) executed (01_a.ipynb; copies in {out}); 02_b.ipynb "
+        "stopped (its training runs resume from their last checkpoints). Run the rest with: mopd-mini course "
+        f"--notebooks {books} --out {out} --only 02_b 03_c"), err
+    again = shlex.split(last.partition("Run the rest with: ")[2])
+    monkeypatch.setattr(course, "execute", execute)
+    ran.clear()
+    assert cli.main(again[1:]) == 0 and ran == ["02_b", "03_c"]              # the line's command runs the rest
+
+
 def test_export_delegates_or_says_it_is_missing(monkeypatch, capsys):
     seen = []
     monkeypatch.setitem(sys.modules, "mopd_mini.export", types.SimpleNamespace(main=seen.append))

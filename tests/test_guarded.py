@@ -360,6 +360,68 @@ def test_sigterm_during_export_force_cleans_its_staging_folder(run, exported, tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
+SIGINT_SCRIPT = r"""
+import os, runpy, signal, sys, time
+from mopd_mini import adapters
+real_share = adapters.share
+def share(path, *a, **k):
+    real_share(path, *a, **k)
+    os.kill(os.getpid(), signal.SIGINT)   # Ctrl-C: the whole export is in the staging folder, not yet in place
+    time.sleep(5)
+adapters.share = share                    # what `python -m mopd_mini.export` imports into its own namespace
+sys.argv = ["export", *sys.argv[1:]]
+runpy.run_module("mopd_mini.export", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_ctrl_c_during_an_export_says_in_one_line_what_was_kept(run, exported, tmp_path):
+    """Before, Ctrl-C during `python -m mopd_mini.export` (or `mopd-mini export`) printed a traceback and
+    `KeyboardInterrupt` (exit -2 or 1): the training commands' one line did not reach the export."""
+    out = tmp_path / "out"
+    shutil.copytree(exported, out)
+    before = digest(out)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    argv = ["verl", "--run", str(run), "--out", str(out), "--force"]
+    done = subprocess.run([sys.executable, "-c", SIGINT_SCRIPT, *argv], env=env, capture_output=True, text=True,
+                          timeout=600)
+    lines = [line for line in done.stderr.splitlines() if "interrupted" in line or "Traceback" in line]
+    assert done.returncode == 130 and lines == [
+        f"python -m mopd_mini.export: interrupted (Ctrl-C): --out {out} is as it was (nothing of this export is in "
+        f"it); no staging folder is left. Run the same command to export again: python -m mopd_mini.export "
+        f"{' '.join(argv)}"], done.stderr[-3000:]
+    assert digest(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_ctrl_c_in_mopd_mini_export_before_and_after_the_export_is_in_place(run, tmp_path, capsys, monkeypatch):
+    from mopd_mini import export
+
+    out = tmp_path / "out"
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "build", stop)
+    assert cli.main(["export", "verl", "--run", str(run), "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == (
+        f"mopd-mini export: interrupted (Ctrl-C): nothing was written to --out {out}; no staging folder is left. "
+        f"Run the same command to export again: mopd-mini export verl --run {run} --out {out}")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    real_swap = export.swap_into_place
+
+    def swap_then_stop(*a, **k):
+        real_swap(*a, **k)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "swap_into_place", swap_then_stop)
+    assert cli.main(["export", "verl", "--run", str(run), "--out", str(out)]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"mopd-mini export: interrupted (Ctrl-C): the export had finished: {out} holds it whole; no staging folder "
+        "is left. Nothing to resume")
+    assert (out / MARKER).exists() and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
 def test_a_dead_exports_staging_folder_is_removed_by_the_next(run, tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

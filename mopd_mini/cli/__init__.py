@@ -35,11 +35,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import sys
 from pathlib import Path
 
 from . import checks
+from .interrupt import interruptible, run_main
 from .checks import check_device, check_name  # noqa: F401  (mopd_mini.cli's names, as before the split)
 from .commands import prepare  # noqa: F401  (docs/reliability.md names cli.prepare)
 from .flags import add_config_flags, config_from_args, config_values, field_docs, flag_spec  # noqa: F401
@@ -79,13 +79,10 @@ def _bench_results():
     return results_page
 
 
-def _exit_code(value) -> int:
-    return value if isinstance(value, int) else 0
-
-
 def delegate(module: str, argv: list[str], what: str) -> int:
     """Hand the rest of the command line to `module.main(argv)` (with prog="mopd-mini <what>" where
-    main takes a prog, so its --help and errors name this command)."""
+    main takes a prog, so its --help and errors name this command); Ctrl-C gives one line, from the
+    module's own `interrupted(argv, prog)` where it has one (`interrupt.run_main`)."""
     try:
         target = importlib.import_module(module)
     except ModuleNotFoundError as err:
@@ -94,11 +91,7 @@ def delegate(module: str, argv: list[str], what: str) -> int:
         print(f"mopd-mini {what}: this installation has no {module} (the {what} command needs it); "
               "update mopd_mini", file=sys.stderr)
         return 2
-    try:
-        takes_prog = "prog" in inspect.signature(target.main).parameters
-    except (TypeError, ValueError):
-        takes_prog = False
-    return _exit_code(target.main(argv, prog=f"mopd-mini {what}") if takes_prog else target.main(argv))
+    return run_main(target.main, argv, f"mopd-mini {what}", getattr(target, "interrupted", None))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -171,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "results":
         results = _bench_results()
         if results is not None:  # the course's learning results page, with its own flags
-            return _exit_code(results.main(argv[1:]))
+            return run_main(results.main, argv[1:], "mopd-mini results", getattr(results, "interrupted", None))
         print("mopd_mini.results_page is not importable here: the table of the run folder instead",
               file=sys.stderr)
     args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
@@ -180,18 +173,19 @@ def main(argv: list[str] | None = None) -> int:
     saved = runs.RUNS_DIR
     if getattr(args, "runs_dir", None):
         runs.RUNS_DIR = Path(args.runs_dir)
-    try:
-        return args.run(args, sys.modules[__name__])
-    except KeyboardInterrupt:  # one line: what was kept, and the command that resumes (no traceback)
-        from .commands import interrupted
+    def attempt() -> int:
+        try:
+            return args.run(args, sys.modules[__name__])
+        except ValueError as err:  # a setting the config or the library refuses: its own message
+            print(f"mopd-mini {args.command}: error: {err}", file=sys.stderr)
+            return 2
+        except OSError as err:  # a missing model, folder or file
+            print(f"mopd-mini {args.command}: error: {err}", file=sys.stderr)
+            return 1
 
-        print(f"mopd-mini {args.command}: {interrupted(args, argv)}", file=sys.stderr)
-        return 130
-    except ValueError as err:  # a setting the config or the library refuses: its own message
-        print(f"mopd-mini {args.command}: error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:  # a missing model, folder or file
-        print(f"mopd-mini {args.command}: error: {err}", file=sys.stderr)
-        return 1
+    from .commands import interrupted
+
+    try:  # Ctrl-C: one line, what was kept and the command that resumes (no traceback)
+        return interruptible(f"mopd-mini {args.command}", attempt, lambda: interrupted(args, argv))
     finally:
         runs.RUNS_DIR = saved
