@@ -500,3 +500,10 @@ def read_metrics(folder: str | Path) -> list[dict]:
     """The metrics.jsonl of a run folder."""
     path = Path(folder) / "metrics.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# every public function (and class method) of this module: its annotated arguments checked at a call from outside
+# the package (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())

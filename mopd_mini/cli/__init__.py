@@ -20,8 +20,9 @@ its help. Nothing is written twice: a new config field is a new flag. Values not
 preset of `--model` (`Config.for_model`, so MOPD_FAST=1 works as in the notebooks), and a value the
 config refuses is reported with the config's own message (exit status 2, no traceback); so is a
 command's own list flag (--domain, --domains, --adapters, --density: `parsers.FLAG_TYPES`, by the
-same rules). Ctrl-C stops with one line (exit 130): what each run kept, and the command that
-resumes it. Names,
+same rules). Ctrl-C stops any command with one line (exit 130): what it kept, and the command that
+resumes it (`interrupt`: a run's last checkpoint; the export's --out as it was; the course's
+notebooks executed). Names,
 the device, the model and the run folder are checked before the base loads; adapters a command
 reads (teachers, --init-from, merge inputs) come from runs/<experiment>/ or --from-experiment.
 
