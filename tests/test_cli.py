@@ -249,6 +249,53 @@ def test_ctrl_c_in_the_course_says_what_ran_and_how_to_run_the_rest(tmp_path, mo
     assert cli.main(again[1:]) == 0 and ran == ["02_b", "03_c"]              # the line's command runs the rest
 
 
+def test_ctrl_c_while_a_command_starts_or_a_library_cleans_up_is_one_line(tmp_path, monkeypatch, capsys):
+    """Measured with a real SIGINT under load: before, Ctrl-C while `mopd-mini export` imported torch
+    gave a traceback (the delegated module's import came before the handler), and Ctrl-C while the
+    course's kernel started came out as nbclient's clean-up AssertionError (`assert self.km is not
+    None`), raised while the interrupt unwound."""
+    import importlib
+
+    from mopd_mini import course
+    from mopd_mini.cli import interrupt
+
+    real_import = importlib.import_module
+
+    def import_module(name, *a, **k):
+        if name == "mopd_mini.export":
+            raise KeyboardInterrupt
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(importlib, "import_module", import_module)
+    assert cli.main(["export", "verl", "--out", "x y"]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines() == [
+        "mopd-mini export: interrupted (Ctrl-C): it stopped while starting: nothing was written. Run the same "
+        "command again: mopd-mini export verl --out 'x y'"]
+    monkeypatch.undo()
+
+    books = tmp_path / "notebooks"
+    books.mkdir()
+    (books / "01_a.ipynb").write_text("{}")
+
+    def kernel_starts(book, out):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            assert None is not None   # what nbclient's _async_cleanup_kernel raises on the way out
+
+    monkeypatch.setattr(course, "execute", kernel_starts)
+    assert cli.main(["course", "--notebooks", str(books), "--out", str(tmp_path / "out")]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "mopd-mini course: interrupted (Ctrl-C): no notebook finished; 01_a.ipynb " \
+        "stopped" in err.strip().splitlines()[-1]
+    def bug():
+        raise AssertionError("a real bug")
+
+    with pytest.raises(AssertionError, match="a real bug"):   # without Ctrl-C behind it: not taken for one
+        interrupt.interruptible("p", bug, lambda: "")
+
+
 def test_export_delegates_or_says_it_is_missing(monkeypatch, capsys):
     seen = []
     monkeypatch.setitem(sys.modules, "mopd_mini.export", types.SimpleNamespace(main=seen.append))

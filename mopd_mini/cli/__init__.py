@@ -40,7 +40,7 @@ import sys
 from pathlib import Path
 
 from . import checks
-from .interrupt import interruptible, run_main
+from .interrupt import command_line, interruptible, run_main
 from .checks import check_device, check_name  # noqa: F401  (mopd_mini.cli's names, as before the split)
 from .commands import prepare  # noqa: F401  (docs/reliability.md names cli.prepare)
 from .flags import add_config_flags, config_from_args, config_values, field_docs, flag_spec  # noqa: F401
@@ -159,7 +159,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line: the command's exit status. Ctrl-C gives one line and 130 (`interrupt`):
+    the command's own account of what it kept, or, while it starts (its modules importing, torch
+    among them), that nothing was written."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    prog = "mopd-mini" + (f" {argv[0]}" if argv and not argv[0].startswith("-") else "")
+    return interruptible(prog, lambda: _main(argv), lambda: "it stopped while starting: nothing was written. Run "
+                         f"the same command again: {command_line('mopd-mini', argv)}")
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] in DELEGATED:
         return delegate(DELEGATED[argv[0]][0], argv[1:], argv[0])
     if argv and argv[0] == "results":

@@ -26,14 +26,28 @@ def command_line(prog: str, argv) -> str:
     return " ".join([prog, *(shlex.quote(str(a)) for a in argv)])
 
 
+def by_ctrl_c(err: BaseException | None) -> bool:
+    """Whether `err` is Ctrl-C, or was raised while Ctrl-C unwound (a library's clean-up failing on the
+    way out: nbclient's `assert self.km is not None` when the interrupt comes while a kernel starts)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, KeyboardInterrupt):
+            return True
+        seen.add(id(err))
+        err = err.__context__
+    return False
+
+
 def interruptible(prog: str, run, kept) -> int:
-    """`run()`'s exit status; a KeyboardInterrupt (Ctrl-C) inside it prints one line to stderr,
-    "<prog>: interrupted (Ctrl-C): <kept()>" (what was kept, and the command that resumes), and gives
-    EXIT_INTERRUPTED, without a traceback. `kept()` reads what the command left on disk; should it
-    fail, the line says so rather than raise."""
+    """`run()`'s exit status; a KeyboardInterrupt (Ctrl-C) inside it (or an exception raised while it
+    unwound, `by_ctrl_c`) prints one line to stderr, "<prog>: interrupted (Ctrl-C): <kept()>" (what
+    was kept, and the command that resumes), and gives EXIT_INTERRUPTED, without a traceback.
+    `kept()` reads what the command left on disk; should it fail, the line says so rather than raise."""
     try:
         return run()
-    except KeyboardInterrupt:
+    except BaseException as err:
+        if not by_ctrl_c(err):
+            raise
         try:
             said = kept()
         except Exception as err:  # the one line comes whatever the command left behind
