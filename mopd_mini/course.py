@@ -112,7 +112,28 @@ class HeadlessClient(NotebookClient):
         kc = await super().async_start_new_kernel_client()
         kc.shell_channel.get_msg = partial(self._get_msg, kc.shell_channel, kc.shell_channel.get_msg, True)
         kc.iopub_channel.get_msg = partial(self._get_msg, kc.iopub_channel, kc.iopub_channel.get_msg, False)
+        self._note_ctrl_c()
         return kc
+
+    def _note_ctrl_c(self) -> None:
+        """nbclient takes SIGINT over while it runs (its handler shuts the kernel down; the cell then
+        fails as a dead kernel, and the clean-up after it with an AssertionError): the same, after
+        telling the command line it was Ctrl-C (`cli.interrupt.note_ctrl_c`: one line, exit 130)."""
+        import asyncio
+        import atexit
+        import signal
+
+        from .cli.interrupt import note_ctrl_c
+
+        def on_sigint():   # nbclient's own on_signal, after the note
+            note_ctrl_c()
+            self._async_cleanup_kernel_future = asyncio.ensure_future(self._async_cleanup_kernel())
+            atexit.unregister(self._cleanup_kernel)
+
+        try:
+            asyncio.get_event_loop().add_signal_handler(signal.SIGINT, on_sigint)
+        except (RuntimeError, NotImplementedError, ValueError):  # not the main thread, or Windows: nbclient's as is
+            pass
 
     async def _get_msg(self, channel, get_now, watch, timeout=None):
         """channel.get_msg(timeout) as polls of at most poll_slice seconds; `watch`: between

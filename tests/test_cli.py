@@ -289,6 +289,27 @@ def test_ctrl_c_while_a_command_starts_or_a_library_cleans_up_is_one_line(tmp_pa
     err = capsys.readouterr().err
     assert "Traceback" not in err and "mopd-mini course: interrupted (Ctrl-C): no notebook finished; 01_a.ipynb " \
         "stopped" in err.strip().splitlines()[-1]
+    def kernel_dies():   # a real SIGINT (the terminal's, to the process group): nbclient swallows it, then fails
+        import signal
+
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+        except KeyboardInterrupt:
+            pass
+        raise RuntimeError("Kernel died while it ran")
+
+    monkeypatch.setattr(course, "execute", lambda book, out: kernel_dies())
+    assert cli.main(["course", "--notebooks", str(books), "--out", str(tmp_path / "out")]) == 130
+    assert "mopd-mini course: interrupted (Ctrl-C): no notebook finished" in capsys.readouterr().err
+
+    def nbclient_took_sigint():   # the course's kernel client notes Ctrl-C (nbclient's handler, not Python's, takes it)
+        interrupt.note_ctrl_c()
+        raise AssertionError   # nbclient: the kernel shut down, the cell failed, its clean-up asserts
+
+    monkeypatch.setattr(course, "execute", lambda book, out: nbclient_took_sigint())
+    assert cli.main(["course", "--notebooks", str(books), "--out", str(tmp_path / "out")]) == 130
+    assert "mopd-mini course: interrupted (Ctrl-C): no notebook finished" in capsys.readouterr().err
+
     def bug():
         raise AssertionError("a real bug")
 

@@ -26,6 +26,16 @@ def command_line(prog: str, argv) -> str:
     return " ".join([prog, *(shlex.quote(str(a)) for a in argv)])
 
 
+PRESSED: list[int] = []
+"""every SIGINT this process took while a command ran (`note_ctrl_c`)"""
+
+
+def note_ctrl_c() -> None:
+    """Say that Ctrl-C came: for code that takes SIGINT over from Python while it runs (nbclient does,
+    to shut its kernel down), so that the command still ends with `interruptible`'s one line."""
+    PRESSED.append(1)
+
+
 def by_ctrl_c(err: BaseException | None) -> bool:
     """Whether `err` is Ctrl-C, or was raised while Ctrl-C unwound (a library's clean-up failing on the
     way out: nbclient's `assert self.km is not None` when the interrupt comes while a kernel starts)."""
@@ -39,14 +49,28 @@ def by_ctrl_c(err: BaseException | None) -> bool:
 
 
 def interruptible(prog: str, run, kept) -> int:
-    """`run()`'s exit status; a KeyboardInterrupt (Ctrl-C) inside it (or an exception raised while it
-    unwound, `by_ctrl_c`) prints one line to stderr, "<prog>: interrupted (Ctrl-C): <kept()>" (what
-    was kept, and the command that resumes), and gives EXIT_INTERRUPTED, without a traceback.
-    `kept()` reads what the command left on disk; should it fail, the line says so rather than raise."""
+    """`run()`'s exit status; Ctrl-C inside it prints one line to stderr, "<prog>: interrupted
+    (Ctrl-C): <kept()>" (what was kept, and the command that resumes), and gives EXIT_INTERRUPTED,
+    without a traceback. Ctrl-C is a KeyboardInterrupt, an exception raised while one unwound
+    (`by_ctrl_c`), or any exception after SIGINT came while `run` ran: a terminal sends Ctrl-C to the
+    whole process group, so a notebook's kernel dies of it too, and nbclient reports a dead kernel,
+    then fails in its clean-up, with the KeyboardInterrupt swallowed on the way. `kept()` reads what
+    the command left on disk; should it fail, the line says so rather than raise."""
+    import signal
+    import threading
+
+    before = len(PRESSED)
+
+    def on_sigint(signum, frame):   # Python's own behaviour, remembered
+        note_ctrl_c()
+        raise KeyboardInterrupt
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_sigint) if main_thread else None
     try:
         return run()
     except BaseException as err:
-        if not by_ctrl_c(err):
+        if not (len(PRESSED) > before or by_ctrl_c(err)) or isinstance(err, SystemExit) and err.code in (0, None):
             raise
         try:
             said = kept()
@@ -54,6 +78,9 @@ def interruptible(prog: str, run, kept) -> int:
             said = f"what was kept could not be read ({type(err).__name__}: {err})"
         print(f"{prog}: interrupted (Ctrl-C): {said}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
 
 def _exit_code(value) -> int:
