@@ -292,3 +292,10 @@ def _ucmopd_cell(table: dict, runs: list, base: dict) -> dict:
     cell["per_seed"] = {r["seed"]: (round1_normalised(table, n, "binding") + round1_normalised(table, n, "recall")) / 2
                         for n, r in runs}
     return cell
+
+
+# every public function (and class method) of this module: its annotated arguments checked at a call from outside
+# the package (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())

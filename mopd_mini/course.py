@@ -112,7 +112,28 @@ class HeadlessClient(NotebookClient):
         kc = await super().async_start_new_kernel_client()
         kc.shell_channel.get_msg = partial(self._get_msg, kc.shell_channel, kc.shell_channel.get_msg, True)
         kc.iopub_channel.get_msg = partial(self._get_msg, kc.iopub_channel, kc.iopub_channel.get_msg, False)
+        self._note_ctrl_c()
         return kc
+
+    def _note_ctrl_c(self) -> None:
+        """nbclient takes SIGINT over while it runs (its handler shuts the kernel down; the cell then
+        fails as a dead kernel, and the clean-up after it with an AssertionError): the same, after
+        telling the command line it was Ctrl-C (`cli.interrupt.note_ctrl_c`: one line, exit 130)."""
+        import asyncio
+        import atexit
+        import signal
+
+        from .cli.interrupt import note_ctrl_c
+
+        def on_sigint():   # nbclient's own on_signal, after the note
+            note_ctrl_c()
+            self._async_cleanup_kernel_future = asyncio.ensure_future(self._async_cleanup_kernel())
+            atexit.unregister(self._cleanup_kernel)
+
+        try:
+            asyncio.get_event_loop().add_signal_handler(signal.SIGINT, on_sigint)
+        except (RuntimeError, NotImplementedError, ValueError):  # not the main thread, or Windows: nbclient's as is
+            pass
 
     async def _get_msg(self, channel, get_now, watch, timeout=None):
         """channel.get_msg(timeout) as polls of at most poll_slice seconds; `watch`: between
@@ -209,8 +230,49 @@ def execute(notebook: Path, out_dir: Path, timeout: int = CELL_TIMEOUT, nb=None,
     return client
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+PROGRESS: dict = {}
+"""the notebooks `main` runs and those it has executed, for the line after a Ctrl-C (`interrupted`)"""
+
+
+def _without_only(argv: list[str]) -> list[str]:
+    """`argv` without its --only and the prefixes that follow it."""
+    kept, skipping = [], False
+    for a in argv:
+        if a == "--only":
+            skipping = True
+        elif a.startswith("--only="):
+            skipping = False
+        elif skipping and not a.startswith("-"):
+            continue
+        else:
+            skipping = False
+            kept.append(a)
+    return kept
+
+
+def interrupted(argv: list[str], prog: str = "python -m mopd_mini.course") -> str:
+    """What a course run stopped by Ctrl-C kept, in words (the line `cli.interrupt.interruptible`
+    prints): the notebooks executed (their copies in --out), the one stopped, and the command that runs
+    the rest (--only the notebooks not executed; a notebook's training runs resume from their last
+    checkpoints)."""
+    from .cli.interrupt import command_line
+
+    books, done = PROGRESS.get("books", []), PROGRESS.get("done", [])
+    rest = [b for b in books if b not in done]
+    if not rest:
+        return f"no notebook was running. Run the same command to start again: {command_line(prog, argv)}"
+    finished = (f"{len(done)} notebook(s) executed ({', '.join(b.name for b in done)}; copies in "
+                f"{PROGRESS['out']})" if done else "no notebook finished")
+    again = command_line(prog, [*_without_only(list(argv)), "--only", *(b.stem for b in rest)])
+    return (f"{finished}; {rest[0].name} stopped (its training runs resume from their last checkpoints). "
+            f"Run the rest with: {again}")
+
+
+def main(argv=None, prog: str = "python -m mopd_mini.course"):
+    """Execute the notebooks, in order, and time them. Ctrl-C: one line (`interrupted`) where it runs
+    as a command (`cli.interrupt.run_main`)."""
+    PROGRESS.clear()
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     p.add_argument("--notebooks", default="notebooks", help="folder of numbered notebooks")
     p.add_argument("--out", default="build/notebooks", help="where executed copies are written")
     p.add_argument("--fast", action="store_true", help="the CI mode (MOPD_FAST=1)")
@@ -224,6 +286,7 @@ def main(argv=None):
     if not books:
         raise SystemExit(f"no notebooks matching {NOTEBOOK_GLOB} in {args.notebooks}")
     times, slowest = {}, {}
+    PROGRESS.update(books=books, done=[], out=Path(args.out))
     for book in books:
         print(f"running {book.name} ...", flush=True)
         start = time.time()
@@ -232,6 +295,7 @@ def main(argv=None):
         cell, seconds = max(cell_seconds(client.nb), key=lambda c: c[1], default=(None, 0.0))
         slowest[book.name] = {"cell": cell, "seconds": round(seconds, 1)}
         print(f"  {times[book.name]:6.0f} s (slowest: cell {cell}, {seconds:.0f} s)", flush=True)
+        PROGRESS["done"].append(book)
     times["total"] = sum(times.values())
     times["slowest_cell"] = slowest
     mode = "fast" if os.environ.get("MOPD_FAST") else "full"
@@ -241,4 +305,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from .cli.interrupt import run_main
+
+    sys.exit(run_main(main, sys.argv[1:], "python -m mopd_mini.course", interrupted))

@@ -139,3 +139,10 @@ def check_domain_names(label: str, name: str, value) -> None:
 
 
 name_rule(is_domain_field, check_domain_names)
+
+
+# every public function (and class method) of this module: its annotated arguments checked at a call from outside
+# the package (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())

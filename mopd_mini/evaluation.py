@@ -162,3 +162,10 @@ def held_out_lift(table: dict, adapter: str, domain: str, base: str = "base") ->
     if not held:
         raise ValueError(f"domain {domain!r} has no held-out evaluation length")
     return domain_score(table, adapter, domain, held) - domain_score(table, base, domain, held)
+
+
+# every public function (and class method) of this module: its annotated arguments checked at a call from outside
+# the package (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())

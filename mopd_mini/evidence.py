@@ -190,3 +190,10 @@ def depth_figure(pick: dict, ax=None):
     ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()
     return fig
+
+
+# every public function (and class method) of this module: its annotated arguments checked at a call from outside
+# the package (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())

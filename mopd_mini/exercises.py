@@ -406,3 +406,10 @@ def check_jsd_grad(fn: Callable) -> Report:
         ("the student at the teacher: gradient 0", case(z_T.clone(), z_T.clone(), 0.5, "at p_S = p_T, M = p_S and "
                                                                                        "every term is 0")),
     ])
+
+
+# every public function (and class method) of this module: its annotated arguments checked at a call from outside
+# the package (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())

@@ -69,7 +69,10 @@ import re
 import shlex
 import shutil
 import signal
+import sys
 import tempfile
+import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -632,11 +635,16 @@ def foreign_files(out: Path) -> list[str]:
     holds nothing to lose and is removed with the export); a ValueError if the marker is unreadable or from before exports listed their
     files (then nothing tells the export's files from others)."""
     try:
-        listed = json.loads((out / MARKER).read_text())["files"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
+        held = json.loads((out / MARKER).read_text())
+        if not isinstance(held, dict) or not all(isinstance(v, dict) for v in (
+                held["files"].values() if isinstance(held.get("files"), dict) else ())):
+            raise ValueError("not a JSON object of the export's files")
+    except (OSError, ValueError) as err:
         raise ValueError(f"--out {out}: its {MARKER} is unreadable ({err}), so --force cannot tell the export's "
-                         "files from others. Give another --out") from err
-    if not isinstance(listed, dict):  # an export made before the marker listed every file
+                         "files from others. Move what you keep out of it, delete it, and export again (the same "
+                         "command without --force, or --out to a new folder)") from err
+    listed = held.get("files")
+    if not isinstance(listed, dict):  # an export made before the marker listed every file (a list of names, or none)
         raise ValueError(f"--out {out} was written by an older export whose {MARKER} lists no files, so --force "
                          "cannot tell its files from ones added since (by you or verl, in any subfolder). Move "
                          "what you keep out of it, delete it, and export again (the same command without --force, "
@@ -872,8 +880,16 @@ def check_manifest(run: Path | None, teachers: dict) -> dict[str, str]:
     """A teacher given under a name the student's record names must have the weights the student read
     (sha256); a ValueError naming it otherwise. The record is its checkpoint's copy of the teacher
     manifest, which teacher_manifest.json must match (`runs.recorded_teachers`: a file missing or changed
-    while the checkpoint records one is refused). Returns domain -> sha256 of each exported adapter."""
-    manifest = {t["name"]: t for t in (runs.recorded_teachers(run / "student") or [])} if run else {}
+    while the checkpoint records one is refused). A checkpoint from before checkpoints kept the copy is
+    checked against teacher_manifest.json this once and, when the teachers match, upgraded with it
+    (`runs.upgrade_checkpoint`, as a resume does; said in a warning); one with no manifest at all is
+    exported with a warning that its teachers could not be checked. Returns domain -> sha256 of each
+    exported adapter."""
+    student = Path(run) / "student" if run else None
+    state = (runs.load_checkpoint(student / "checkpoint.pt")
+             if student is not None and (student / "checkpoint.pt").exists() else None)
+    recorded = runs.recorded_teachers(student, state) if student is not None else None
+    manifest = {t["name"]: t for t in recorded or []}
     digests = {}
     for d, path in teachers.items():
         if path == BASE:
@@ -885,6 +901,13 @@ def check_manifest(run: Path | None, teachers: dict) -> dict[str, str]:
                              f"with: its weights' sha256 is {digests[d][:16]}..., the student's "
                              f"{runs.MANIFEST} records {read['sha256'][:16]}... Give the teacher it read, or "
                              "retrain the student")
+    if state is not None and "teachers" not in state:   # an old checkpoint: accepted once, upgraded
+        if recorded is not None:
+            runs.upgrade_checkpoint(student, state, recorded, stacklevel=4)
+        else:
+            warnings.warn(f"{student} records no teachers (no copy in its checkpoint.pt, no {runs.MANIFEST}: "
+                          "written before runs recorded them), so the exported teachers could not be checked "
+                          "against the ones it was trained with", stacklevel=3)
     return digests
 
 
@@ -1057,8 +1080,39 @@ def parser(prog: str = "python -m mopd_mini.export") -> argparse.ArgumentParser:
     return p
 
 
+_STARTED: list[float] = []
+"""when this process's export command began (`main`): a marker written since is this export's"""
+
+
+def interrupted(argv: list[str], prog: str = "python -m mopd_mini.export") -> str:
+    """What an export stopped by Ctrl-C kept, in words (the line `cli.interrupt.interruptible` prints).
+    The export is all or nothing: `--out` holds the whole new export (when the interrupt came after
+    its last rename) or is as it was, and the staging folder is removed (named, if something kept it:
+    the next export of that `--out` removes it). Then the command that exports again."""
+    from .cli.interrupt import command_line
+
+    again = command_line(prog, argv)
+    try:
+        args, _ = parser(prog).parse_known_args(argv)
+    except SystemExit:   # stopped before its flags were read
+        return f"nothing was written. Run the same command to export again: {again}"
+    out = Path(args.out).resolve()
+    left = sorted(p.name for p in out.parent.glob(f".{out.name}.staging-{os.getpid()}-*"))
+    staging = (f"its staging folder {left[0]} is left beside it (the next export of that --out removes it)" if left
+               else "no staging folder is left")
+    mark = out / MARKER
+    if _STARTED and mark.is_file() and mark.stat().st_mtime >= _STARTED[0]:
+        return f"the export had finished: {out} holds it whole; {staging}. Nothing to resume"
+    held = out.is_dir() and any(out.iterdir())
+    where = (f"--out {out} is as it was (nothing of this export is in it)" if held
+             else f"nothing was written to --out {out}")
+    return f"{where}; {staging}. Run the same command to export again: {again}"
+
+
 def main(argv=None, prog: str = "python -m mopd_mini.export") -> dict:
-    """The command line; every user mistake is a SystemExit("export refused: ...") before any write."""
+    """The command line; every user mistake is a SystemExit("export refused: ...") before any write.
+    Ctrl-C: one line (`interrupted`) where it runs as a command (`cli.interrupt.run_main`)."""
+    _STARTED[:] = [time.time()]
     args = parser(prog).parse_args(argv)
     try:
         cfg, teachers, lora = read_run(args.run) if args.run else (MOPDConfig(), {}, LoraSettings())
@@ -1109,4 +1163,6 @@ def main(argv=None, prog: str = "python -m mopd_mini.export") -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    from .cli.interrupt import run_main
+
+    sys.exit(run_main(main, sys.argv[1:], "python -m mopd_mini.export", interrupted))

@@ -98,3 +98,10 @@ def merge_sweep(bank: AdapterBank, weights: list[tuple[float, float]], teachers:
         return f"{w:g}".replace(".", "p").replace("-", "m")
     return [merge(bank, f"{prefix}_{how}_{tag(w1)}_{tag(w2)}", dict(zip(teachers, (w1, w2))), how, density)
             for w1, w2 in weights]
+
+
+# every public function (and class method) of this module: its annotated arguments checked at a call from outside
+# the package (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())

@@ -273,3 +273,10 @@ def train_offline(bank: AdapterBank, cfg: OfflineConfig, data: Collected | None 
                 run.save(step, bank, cfg.adapter, optimizer, generator)
     run.finish(bank, cfg.adapter)
     return run
+
+
+# every public function (and class method) of this module: its annotated arguments checked at a call from outside
+# the package (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())

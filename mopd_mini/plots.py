@@ -396,3 +396,10 @@ def __getattr__(name: str):
                       stacklevel=2)
         return getattr(importlib.import_module("mopd_mini.views"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# every public function (and class method) of this module: its annotated arguments checked at a call from outside
+# the package (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())

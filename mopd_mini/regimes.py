@@ -99,5 +99,12 @@ def main(argv=None) -> None:
     print(format_rows(starting_points(model, tokenizer, args.n)))
 
 
+# every public function (and class method) of this module: its annotated arguments checked at a call from outside
+# the package (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())
+
+
 if __name__ == "__main__":
     main()

@@ -379,3 +379,10 @@ def generate_answers(model, tokenizer, prompts: list[str], max_new_tokens: int =
         chunk = [Prompt(p) for p in prompts[i: i + batch_size]]
         answers += sample(model, tokenizer, chunk, greedy=True, max_new_tokens=max_new_tokens).texts(tokenizer)
     return answers
+
+
+# every public function (and class method) of this module: its annotated arguments checked at a call from outside
+# the package (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())

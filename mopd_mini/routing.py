@@ -296,3 +296,10 @@ def kl_on_samples(bank: AdapterBank, rollout: Rollout, student: str, teachers: l
         _, info = reverse_kl(student_logits, t.logits, rollout.completion_mask)
         out[name] = (info["kl"].sum() / rollout.completion_mask.sum()).item()
     return out
+
+
+# every public function (and class method) of this module: its annotated arguments checked at a call from outside
+# the package (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())

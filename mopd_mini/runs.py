@@ -138,7 +138,7 @@ class Run:
         if saved is not None:
             self._compare_teachers(saved, manifest)
         if self._state is not None and "teachers" not in self._state:
-            self._upgrade(self.teachers)
+            upgrade_checkpoint(self.dir, self._state, self.teachers, checked=saved is not None)
 
     def _compare_teachers(self, saved: list[dict], manifest: list[dict]) -> None:
         then = {t["name"]: t for t in saved}
@@ -155,27 +155,6 @@ class Run:
                                  f"... ({MANIFEST}). Load the teacher it was trained with, or give this run another "
                                  "name or experiment")
         self.teachers = kept
-
-    def _upgrade(self, teachers: list[dict]) -> None:
-        """An old checkpoint (no copy of the teacher manifest): rewritten with the copy, said in a warning;
-        a folder this user cannot write keeps it as it is (the file alone is checked, as before)."""
-        import warnings
-
-        path = self.dir / "checkpoint.pt"
-        self._state["teachers"] = teachers
-        if not os.access(self.dir, os.W_OK | os.X_OK):
-            warnings.warn(f"{path} predates the copy of the teacher manifest kept inside checkpoints; it was "
-                          f"checked against {MANIFEST} alone (the folder is not writable, so it is not upgraded)",
-                          stacklevel=3)
-            return
-        buffer = io.BytesIO()
-        torch.save(self._state, buffer)
-        atomic_write(path, buffer.getvalue())
-        if not (self.dir / MANIFEST).exists():   # the copy and the file agree from now on (`recorded_teachers`)
-            atomic_write(self.dir / MANIFEST, json.dumps(teachers, indent=1).encode())
-        warnings.warn(f"{path} predates the copy of the teacher manifest kept inside checkpoints: it was checked "
-                      f"against {MANIFEST} this once, and now holds the copy ({', '.join(t['name'] for t in teachers)})",
-                      stacklevel=3)
 
     def log(self, row: dict) -> dict:
         self.metrics.append(row)
@@ -358,6 +337,36 @@ def recorded_teachers(folder: Path, state: dict | None = None) -> list[dict] | N
     return held
 
 
+def upgrade_checkpoint(folder: Path, state: dict, teachers: list[dict], checked: bool = True,
+                       stacklevel: int = 3) -> None:
+    """A checkpoint from before checkpoints kept a copy of the teacher manifest (`state`, read from
+    `folder`/checkpoint.pt, has no "teachers"): accepted this once and rewritten with `teachers` as its
+    copy (atomically; teacher_manifest.json written too where it is missing), said in a warning;
+    from then on the copy is what a resume or an export compares with (`recorded_teachers`).
+    `checked`: whether `teachers` was checked against a teacher_manifest.json (False: the folder had
+    none, so they are the teachers read now). A folder this user cannot write keeps its checkpoint
+    as it is, and the warning says so. The one upgrade, for a resume (`Run.check_teachers`) and an
+    export (`export.check_manifest`)."""
+    import warnings
+
+    folder = Path(folder)
+    path = folder / "checkpoint.pt"
+    how = (f"it was checked against {MANIFEST} this once" if checked else
+           f"it had no {MANIFEST} to check against, so it records the teachers read now")
+    state["teachers"] = teachers
+    if not os.access(folder, os.W_OK | os.X_OK):
+        warnings.warn(f"{path} predates the copy of the teacher manifest kept inside checkpoints; "
+                      f"{how} (the folder is not writable, so it is not upgraded)", stacklevel=stacklevel)
+        return
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    atomic_write(path, buffer.getvalue())
+    if not (folder / MANIFEST).exists():   # the copy and the file agree from now on (`recorded_teachers`)
+        atomic_write(folder / MANIFEST, json.dumps(teachers, indent=1).encode())
+    warnings.warn(f"{path} predates the copy of the teacher manifest kept inside checkpoints: {how}, and now "
+                  f"holds the copy ({', '.join(str(t.get('name')) for t in teachers)})", stacklevel=stacklevel)
+
+
 def restore_manifest(folder: str | Path) -> Path:
     """Write a run's teacher_manifest.json back from its checkpoint's copy (a deleted or changed file)."""
     folder = Path(folder)
@@ -491,3 +500,10 @@ def read_metrics(folder: str | Path) -> list[dict]:
     """The metrics.jsonl of a run folder."""
     path = Path(folder) / "metrics.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# every public function (and class method) of this module: its annotated arguments checked at a call from outside
+# the package (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())

@@ -318,3 +318,10 @@ def regime_depth(view: dict, title: str | None = None):
     fig.suptitle(title or f"Arm {view['arm']}: accuracy by length", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+# every public function (and class method) of this module: its annotated arguments checked at a call from outside
+# the package (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())

@@ -214,6 +214,109 @@ def test_course_delegates_to_mopd_mini_course(monkeypatch):
     assert seen == [["--fast", "--only", "01"]]
 
 
+def test_ctrl_c_in_the_course_says_what_ran_and_how_to_run_the_rest(tmp_path, monkeypatch, capsys):
+    """Before, Ctrl-C during `mopd-mini course` (or python -m mopd_mini.course) printed nbclient's
+    traceback: the training commands' one line did not reach the delegated commands."""
+    import shlex
+
+    from mopd_mini import course
+
+    books = tmp_path / "notebooks"
+    books.mkdir()
+    for name in ("01_a", "02_b", "03_c", "04_d"):
+        (books / f"{name}.ipynb").write_text("{}")
+    ran = []
+
+    def execute(book, out_dir, stop_at=None):
+        if book.stem == stop_at:
+            raise KeyboardInterrupt
+        ran.append(book.stem)
+        return types.SimpleNamespace(nb=types.SimpleNamespace(cells=[]))
+
+    monkeypatch.setattr(course, "execute", lambda book, out: execute(book, out, stop_at="02_b"))
+    out = tmp_path / "built"
+    argv = ["course", "--notebooks", str(books), "--out", str(out), "--only", "01", "02", "03"]
+    assert cli.main(argv) == 130
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and last == (
+        f"mopd-mini course: interrupted (Ctrl-C): 1 notebook(s) executed (01_a.ipynb; copies in {out}); 02_b.ipynb "
+        "stopped (its training runs resume from their last checkpoints). Run the rest with: mopd-mini course "
+        f"--notebooks {books} --out {out} --only 02_b 03_c"), err
+    again = shlex.split(last.partition("Run the rest with: ")[2])
+    monkeypatch.setattr(course, "execute", execute)
+    ran.clear()
+    assert cli.main(again[1:]) == 0 and ran == ["02_b", "03_c"]              # the line's command runs the rest
+
+
+def test_ctrl_c_while_a_command_starts_or_a_library_cleans_up_is_one_line(tmp_path, monkeypatch, capsys):
+    """Measured with a real SIGINT under load: before, Ctrl-C while `mopd-mini export` imported torch
+    gave a traceback (the delegated module's import came before the handler), and Ctrl-C while the
+    course's kernel started came out as nbclient's clean-up AssertionError (`assert self.km is not
+    None`), raised while the interrupt unwound."""
+    import importlib
+
+    from mopd_mini import course
+    from mopd_mini.cli import interrupt
+
+    real_import = importlib.import_module
+
+    def import_module(name, *a, **k):
+        if name == "mopd_mini.export":
+            raise KeyboardInterrupt
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(importlib, "import_module", import_module)
+    assert cli.main(["export", "verl", "--out", "x y"]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines() == [
+        "mopd-mini export: interrupted (Ctrl-C): it stopped while starting: nothing was written. Run the same "
+        "command again: mopd-mini export verl --out 'x y'"]
+    monkeypatch.undo()
+
+    books = tmp_path / "notebooks"
+    books.mkdir()
+    (books / "01_a.ipynb").write_text("{}")
+
+    def kernel_starts(book, out):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            assert None is not None   # what nbclient's _async_cleanup_kernel raises on the way out
+
+    monkeypatch.setattr(course, "execute", kernel_starts)
+    assert cli.main(["course", "--notebooks", str(books), "--out", str(tmp_path / "out")]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "mopd-mini course: interrupted (Ctrl-C): no notebook finished; 01_a.ipynb " \
+        "stopped" in err.strip().splitlines()[-1]
+    def kernel_dies():   # a real SIGINT (the terminal's, to the process group): nbclient swallows it, then fails
+        import signal
+
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+        except KeyboardInterrupt:
+            pass
+        raise RuntimeError("Kernel died while it ran")
+
+    monkeypatch.setattr(course, "execute", lambda book, out: kernel_dies())
+    assert cli.main(["course", "--notebooks", str(books), "--out", str(tmp_path / "out")]) == 130
+    assert "mopd-mini course: interrupted (Ctrl-C): no notebook finished" in capsys.readouterr().err
+
+    def nbclient_took_sigint():   # the course's kernel client notes Ctrl-C (nbclient's handler, not Python's, takes it)
+        interrupt.note_ctrl_c()
+        raise AssertionError   # nbclient: the kernel shut down, the cell failed, its clean-up asserts
+
+    monkeypatch.setattr(course, "execute", lambda book, out: nbclient_took_sigint())
+    assert cli.main(["course", "--notebooks", str(books), "--out", str(tmp_path / "out")]) == 130
+    assert "mopd-mini course: interrupted (Ctrl-C): no notebook finished" in capsys.readouterr().err
+
+    def bug():
+        raise AssertionError("a real bug")
+
+    with pytest.raises(AssertionError, match="a real bug"):   # without Ctrl-C behind it: not taken for one
+        interrupt.interruptible("p", bug, lambda: "")
+
+
 def test_export_delegates_or_says_it_is_missing(monkeypatch, capsys):
     seen = []
     monkeypatch.setitem(sys.modules, "mopd_mini.export", types.SimpleNamespace(main=seen.append))

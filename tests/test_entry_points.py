@@ -18,11 +18,12 @@ import torch
 
 import factworld
 import mopd_mini
+from mopd_mini import ablations, evidence, merge, plots, regimes, routing, views
 from mopd_mini import (GRPOConfig, MOPDConfig, cli, cost, evaluate, generate_answers, get_domains, lab, load_base,
                        losses, runs, sample, train_student, widgets)
 from mopd_mini.adapters import AdapterBank, LoraSettings
 from mopd_mini.domains import Domain
-from mopd_mini.rollout import nucleus
+from mopd_mini.rollout import Rollout, nucleus
 from mopd_mini.ucmopd import GoldenGain
 from mopd_mini.validate import check_call, guard_public, guarded, is_guarded
 
@@ -72,6 +73,48 @@ def test_every_public_entry_point_is_guarded():
     assert [name for name, fn in points.items() if not is_guarded(fn)] == []
 
 
+def course_modules() -> set[str]:
+    """The package's modules the course calls: those `mopd_mini.__all__` names, lab and widgets, and
+    every mopd_mini module a notebook imports (`from mopd_mini import plots`, `from mopd_mini.merge
+    import ...`, `mopd_mini.runs.fast_or`), read from the notebooks themselves: a module a notebook
+    starts to use is in the list without an edit here."""
+    import re
+
+    names = {"lab", "widgets"} | {n for n in mopd_mini.__all__ if isinstance(getattr(mopd_mini, n), types.ModuleType)}
+    for book in sorted((ROOT / "notebooks").rglob("*.ipynb")):
+        for cell in json.loads(book.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            src = "".join(cell["source"])
+            names |= set(re.findall(r"from mopd_mini\.(\w+) import", src)) | set(re.findall(r"mopd_mini\.(\w+)\.", src))
+            for line in re.findall(r"from mopd_mini import ([^\n]+)", src):
+                names |= {n for n in re.split(r"[\s,()]+", line) if n and n.islower()
+                          and isinstance(getattr(mopd_mini, n, None) or _submodule(n), types.ModuleType)}
+    return names
+
+
+def _submodule(name: str):
+    import importlib
+
+    try:
+        return importlib.import_module(f"mopd_mini.{name}")
+    except ImportError:
+        return None
+
+
+def test_the_course_modules_are_read_from_the_notebooks():
+    assert {"routing", "merge", "plots", "exercises", "views", "evidence", "regimes", "runs", "ablations", "lab",
+            "widgets", "losses", "cost", "rollout", "offline"} <= course_modules()
+
+
+@pytest.mark.parametrize("name", sorted(course_modules()))
+def test_every_public_function_of_a_module_the_course_uses_is_guarded(name):
+    """Every public function (and method of a public class that is not a dataclass) that the module
+    defines: a function added to it later without the guard fails here."""
+    found = public_functions(_submodule(name))
+    assert found and [f for f, fn in found.items() if not is_guarded(fn)] == []
+
+
 def test_the_documented_list_names_every_guarded_module():
     """docs/reliability.md lists the entry points the validator covers."""
     text = (ROOT / "docs" / "reliability.md").read_text()
@@ -93,6 +136,7 @@ def cases(tiny, examples):
     z = torch.zeros(1, 2, 4)
     mask = torch.ones(1, 2)
     bank = object.__new__(AdapterBank)   # no base needed: the check comes before the method's body
+    rollout = object.__new__(Rollout)    # likewise (a Rollout of tensors: checked as an instance only)
     return [
         (lambda: sample(model, tok, examples, top_p="0.9"), r"rollout.sample: top_p='0.9' is not a finite float"),
         (lambda: sample(model, tok, examples, max_new_tokens=4.0), r"rollout.sample: max_new_tokens=4.0 is not an int"),
@@ -130,6 +174,20 @@ def cases(tiny, examples):
         (lambda: losses.jsd_loss(z, z, mask, beta=float("nan")), r"losses.jsd_loss: beta=nan is not a finite float"),
         (lambda: losses.topk_reverse_kl(z, z.long(), z, mask, support="no"), r"support='no' is not a bool"),
         (lambda: cost.flops({}, N=1.5, n=2), r"cost.flops: N=1.5 is not an int"),
+        # the modules the notebooks import (course_modules): routing, merge, plots, views, evidence, regimes, ...
+        (lambda: routing.score(bank, rollout, {"binding": "teacher_binding"}, k="8"), r"routing.score: k='8' is not an int"),
+        (lambda: routing.score(bank, rollout, "teacher_binding"), r"routing.score: route='teacher_binding' is not a dict"),
+        (lambda: merge.merge(bank, "m", {"teacher_binding": 1.0}, how=3), r"merge.merge: how=3 is not a str"),
+        (lambda: merge.merge_sweep(bank, [(1.0, "0")], ("a", "b")), r"merge.merge_sweep: weights=\[\(1.0, '0'\)\] is not a list"),
+        (lambda: plots.save(None, 3), r"plots.save: name=3 is not a str"),
+        (lambda: plots.curves({"pg": [{"kl": 1.0}]}, "kl", smooth=2.5), r"plots.curves: smooth=2.5 is not an int"),
+        (lambda: views.regime_lift("view"), r"views.regime_lift: view='view' is not a dict"),
+        (lambda: evidence.matched_pick({}, T="100", method="mopd_pg"), r"evidence.matched_pick: T='100' is not an int"),
+        (lambda: regimes.starting_points(model, tok, n=2.0), r"regimes.starting_points: n=2.0 is not an int"),
+        (lambda: nucleus(z[0], "0.9"), r"rollout.nucleus: top_p='0.9' is not a finite float"),
+        (lambda: mopd_mini.evaluation.domain_score({}, 3, "binding"), r"evaluation.domain_score: adapter=3 is not a str"),
+        (lambda: runs.read_metrics(3), r"runs.read_metrics: folder=3 is not a str or a path"),
+        (lambda: ablations.kl_window([{"kl/binding": 1.0}], share="0.1"), r"ablations.kl_window: share='0.1' is not a finite float"),
     ]
 
 

@@ -291,16 +291,27 @@ def test_the_marker_lists_every_file_and_force_refuses_one_it_does_not_list_anyw
     assert digest(out)["data/train.parquet"] == digest(exported)["data/train.parquet"]
 
 
-def test_force_refuses_an_old_marker_without_a_file_list(run, exported, tmp_path):
+OLD_NAMES = sorted(["student_base", "teachers", "data", "reward", "export.json", "verl_config.yaml", "run_verl.sh",
+                    MARKER])
+
+
+@pytest.mark.parametrize("old, pattern", [
+    # a marker from before it listed its files: the top-level names
+    ({"written_by": "mopd_mini.export", "verl": "0.9.1", "files": OLD_NAMES}, "older export whose .* lists no files"),
+    # no file list at all (before: "its .mopd_mini_export is unreadable ('files')", no way out named)
+    ({"written_by": "mopd_mini.export", "verl": "0.9.1"}, "older export whose .* lists no files"),
+    ("[1, 2]", r"is unreadable \(not a JSON object of the export's files\)"),
+    ("{", r"is unreadable \(Expecting"),
+], ids=["names", "no-files-key", "not-an-object", "truncated"])
+def test_force_refuses_an_old_marker_without_a_file_list(run, exported, tmp_path, old, pattern):
     out = tmp_path / "out"
     shutil.copytree(exported, out)
-    (out / MARKER).write_text(json.dumps({"written_by": "mopd_mini.export", "verl": "0.9.1",   # a marker from before it listed its files
-                                          "files": sorted(["student_base", "teachers", "data", "reward", "export.json",
-                                                           "verl_config.yaml", "run_verl.sh", MARKER])}))
+    (out / MARKER).write_text(old if isinstance(old, str) else json.dumps(old))
     before = digest(out)
-    with pytest.raises(SystemExit, match=r"was written by an older export whose .* lists no files, so --force cannot "
-                                         r"tell its files from ones added since .*Move what you keep out of it, delete "
-                                         r"it, and export again"):
+    with pytest.raises(SystemExit, match=pattern + r".*so --force cannot tell (its|the export's) files from "
+                                                   r"(ones added since|others).*Move what you keep out of it, delete it, "
+                                                   r"and export again \(the same command without --force, or --out to a "
+                                                   r"new folder\)"):
         main(["verl", "--run", str(run), "--out", str(out), "--force"])
     assert digest(out) == before
 
@@ -347,6 +358,68 @@ def test_sigterm_during_export_force_cleans_its_staging_folder(run, exported, tm
     assert done.returncode == 1 and "export stopped: export stopped by signal SIGTERM" in done.stderr, done.stderr[-2000:]
     assert digest(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+SIGINT_SCRIPT = r"""
+import os, runpy, signal, sys, time
+from mopd_mini import adapters
+real_share = adapters.share
+def share(path, *a, **k):
+    real_share(path, *a, **k)
+    os.kill(os.getpid(), signal.SIGINT)   # Ctrl-C: the whole export is in the staging folder, not yet in place
+    time.sleep(5)
+adapters.share = share                    # what `python -m mopd_mini.export` imports into its own namespace
+sys.argv = ["export", *sys.argv[1:]]
+runpy.run_module("mopd_mini.export", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_ctrl_c_during_an_export_says_in_one_line_what_was_kept(run, exported, tmp_path):
+    """Before, Ctrl-C during `python -m mopd_mini.export` (or `mopd-mini export`) printed a traceback and
+    `KeyboardInterrupt` (exit -2 or 1): the training commands' one line did not reach the export."""
+    out = tmp_path / "out"
+    shutil.copytree(exported, out)
+    before = digest(out)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    argv = ["verl", "--run", str(run), "--out", str(out), "--force"]
+    done = subprocess.run([sys.executable, "-c", SIGINT_SCRIPT, *argv], env=env, capture_output=True, text=True,
+                          timeout=600)
+    lines = [line for line in done.stderr.splitlines() if "interrupted" in line or "Traceback" in line]
+    assert done.returncode == 130 and lines == [
+        f"python -m mopd_mini.export: interrupted (Ctrl-C): --out {out} is as it was (nothing of this export is in "
+        f"it); no staging folder is left. Run the same command to export again: python -m mopd_mini.export "
+        f"{' '.join(argv)}"], done.stderr[-3000:]
+    assert digest(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_ctrl_c_in_mopd_mini_export_before_and_after_the_export_is_in_place(run, tmp_path, capsys, monkeypatch):
+    from mopd_mini import export
+
+    out = tmp_path / "out"
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "build", stop)
+    assert cli.main(["export", "verl", "--run", str(run), "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == (
+        f"mopd-mini export: interrupted (Ctrl-C): nothing was written to --out {out}; no staging folder is left. "
+        f"Run the same command to export again: mopd-mini export verl --run {run} --out {out}")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    real_swap = export.swap_into_place
+
+    def swap_then_stop(*a, **k):
+        real_swap(*a, **k)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "swap_into_place", swap_then_stop)
+    assert cli.main(["export", "verl", "--run", str(run), "--out", str(out)]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"mopd-mini export: interrupted (Ctrl-C): the export had finished: {out} holds it whole; no staging folder "
+        "is left. Nothing to resume")
+    assert (out / MARKER).exists() and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
 def test_a_dead_exports_staging_folder_is_removed_by_the_next(run, tmp_path):
@@ -485,6 +558,57 @@ def test_an_old_checkpoint_without_the_copy_is_accepted_once_and_upgraded(teache
     recwarn.clear()
     train_student(teacher_bank, student_config(steps=1))
     assert not [w for w in recwarn if "predates the copy" in str(w.message)]   # once
+
+
+def old_checkpoint(student: Path) -> dict:
+    """The student's checkpoint.pt rewritten as before checkpoints kept the teacher manifest's copy."""
+    state = runs.load_checkpoint(student / "checkpoint.pt")
+    del state["teachers"]
+    torch.save(state, student / "checkpoint.pt")
+    return state
+
+
+def test_an_export_of_an_old_checkpoint_is_accepted_once_and_upgraded(run, tmp_path, recwarn):
+    """Before, an export of a run whose checkpoint.pt held no copy of the manifest was accepted on every
+    export, silently, and its checkpoint never gained the copy (so a later deleted side file went unseen)."""
+    r = variant(run, tmp_path)
+    student = r / "student"
+    old_checkpoint(student)
+    weights = r / "teacher_binding" / "adapter_model.safetensors"
+    kept = weights.read_bytes()
+    tensors = load_file(str(weights))
+    first = sorted(tensors)[0]
+    tensors[first] = tensors[first] + 0.01                    # a swapped teacher: refused, and no upgrade
+    save_file(tensors, str(weights))
+    before = (student / "checkpoint.pt").read_bytes()
+    with pytest.raises(SystemExit, match=r"the binding teacher .*is not the 'teacher_binding' the student was trained"):
+        main(["verl", "--run", str(r), "--out", str(tmp_path / "out")])
+    assert (student / "checkpoint.pt").read_bytes() == before
+    weights.write_bytes(kept)
+    with pytest.warns(UserWarning, match=r"student/checkpoint.pt predates the copy of the teacher manifest kept inside "
+                                         r"checkpoints: it was checked against teacher_manifest.json this once, and "
+                                         r"now holds the copy \(teacher_binding, teacher_recall\)"):
+        main(["verl", "--run", str(r), "--out", str(tmp_path / "out")])
+    assert runs.load_checkpoint(student / "checkpoint.pt")["teachers"] == json.loads((student / runs.MANIFEST).read_text())
+    (tmp_path / "a-file").write_text("")
+    recwarn.clear()
+    with pytest.raises(SystemExit, match=r"is a file"):      # past the manifest's check: no second warning
+        main(["verl", "--run", str(r), "--out", str(tmp_path / "a-file")])
+    assert not [w for w in recwarn if "predates the copy" in str(w.message)]
+    (student / runs.MANIFEST).unlink()                       # upgraded: a deleted side file is now caught
+    with pytest.raises(SystemExit, match=r"teacher_manifest.json is missing, but .*checkpoint.pt records the teachers"):
+        main(["verl", "--run", str(r), "--out", str(tmp_path / "out2")])
+
+
+def test_an_export_of_an_old_checkpoint_without_a_manifest_says_its_teachers_are_unchecked(run, tmp_path):
+    r = variant(run, tmp_path)
+    old_checkpoint(r / "student")
+    (r / "student" / runs.MANIFEST).unlink()
+    (tmp_path / "a-file").write_text("")
+    with pytest.warns(UserWarning, match=r"student records no teachers \(no copy in its checkpoint.pt, no "
+                                         r"teacher_manifest.json: .*could not be checked"):
+        with pytest.raises(SystemExit, match=r"is a file"):
+            main(["verl", "--run", str(r), "--out", str(tmp_path / "a-file")])
 
 
 # ------------------------------------------------------------------------------ 4. caches heal

@@ -131,12 +131,26 @@ def test_a_finished_run_re_run_with_fewer_steps_is_refused_and_keeps_its_record(
 
 # ------------------------------------------------------------------------------ item 5: merge weights
 
-@pytest.mark.parametrize("w, pattern", [(float("nan"), "finite number, got nan"), (float("inf"), "got inf"),
-                                        ("1", "got '1'"), (None, "got None"), (True, "got True"),
-                                        (0.0, "every merge weight is 0")])
+GUARD = r"merge.merge: weights=\{{'teacher_binding': {}, 'teacher_recall': 1.0\}} is not a dict of a str to a finite float"
+
+
+@pytest.mark.parametrize("w, pattern", [(float("nan"), GUARD.format("nan")), (float("inf"), GUARD.format("inf")),
+                                        ("1", GUARD.format("'1'")), (None, GUARD.format("None")),
+                                        (True, GUARD.format("True")), (0.0, "every merge weight is 0")])
 def test_merge_weights_must_be_finite_numbers(teacher_bank, w, pattern):
+    """From outside the package the entry-point guard names the argument (mopd_mini.validate); merge's own
+    check (finite numbers, not all 0) answers the package's callers, the command line's merge."""
     with pytest.raises(ValueError, match=pattern):
         merge(teacher_bank, "m", {"teacher_binding": w, "teacher_recall": 0.0 if w == 0.0 else 1.0})
+    assert "m" not in teacher_bank.names
+
+
+@pytest.mark.parametrize("w, pattern", [(float("nan"), "finite number, got nan"), (float("inf"), "got inf"),
+                                        ("1", "got '1'"), (None, "got None"), (True, "got True")])
+def test_merges_own_check_answers_the_packages_callers(teacher_bank, w, pattern):
+    inside = {"__name__": "mopd_mini.cli.commands", "merge": merge, "bank": teacher_bank, "w": w}
+    with pytest.raises(ValueError, match=pattern):
+        exec("merge(bank, 'm', {'teacher_binding': w, 'teacher_recall': 1.0})", inside)
     assert "m" not in teacher_bank.names
 
 

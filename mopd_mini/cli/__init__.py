@@ -20,8 +20,9 @@ its help. Nothing is written twice: a new config field is a new flag. Values not
 preset of `--model` (`Config.for_model`, so MOPD_FAST=1 works as in the notebooks), and a value the
 config refuses is reported with the config's own message (exit status 2, no traceback); so is a
 command's own list flag (--domain, --domains, --adapters, --density: `parsers.FLAG_TYPES`, by the
-same rules). Ctrl-C stops with one line (exit 130): what each run kept, and the command that
-resumes it. Names,
+same rules). Ctrl-C stops any command with one line (exit 130): what it kept, and the command that
+resumes it (`interrupt`: a run's last checkpoint; the export's --out as it was; the course's
+notebooks executed). Names,
 the device, the model and the run folder are checked before the base loads; adapters a command
 reads (teachers, --init-from, merge inputs) come from runs/<experiment>/ or --from-experiment.
 
@@ -35,11 +36,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import sys
 from pathlib import Path
 
 from . import checks
+from .interrupt import command_line, interruptible, run_main
 from .checks import check_device, check_name  # noqa: F401  (mopd_mini.cli's names, as before the split)
 from .commands import prepare  # noqa: F401  (docs/reliability.md names cli.prepare)
 from .flags import add_config_flags, config_from_args, config_values, field_docs, flag_spec  # noqa: F401
@@ -79,13 +80,10 @@ def _bench_results():
     return results_page
 
 
-def _exit_code(value) -> int:
-    return value if isinstance(value, int) else 0
-
-
 def delegate(module: str, argv: list[str], what: str) -> int:
     """Hand the rest of the command line to `module.main(argv)` (with prog="mopd-mini <what>" where
-    main takes a prog, so its --help and errors name this command)."""
+    main takes a prog, so its --help and errors name this command); Ctrl-C gives one line, from the
+    module's own `interrupted(argv, prog)` where it has one (`interrupt.run_main`)."""
     try:
         target = importlib.import_module(module)
     except ModuleNotFoundError as err:
@@ -94,11 +92,7 @@ def delegate(module: str, argv: list[str], what: str) -> int:
         print(f"mopd-mini {what}: this installation has no {module} (the {what} command needs it); "
               "update mopd_mini", file=sys.stderr)
         return 2
-    try:
-        takes_prog = "prog" in inspect.signature(target.main).parameters
-    except (TypeError, ValueError):
-        takes_prog = False
-    return _exit_code(target.main(argv, prog=f"mopd-mini {what}") if takes_prog else target.main(argv))
+    return run_main(target.main, argv, f"mopd-mini {what}", getattr(target, "interrupted", None))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,13 +159,22 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line: the command's exit status. Ctrl-C gives one line and 130 (`interrupt`):
+    the command's own account of what it kept, or, while it starts (its modules importing, torch
+    among them), that nothing was written."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    prog = "mopd-mini" + (f" {argv[0]}" if argv and not argv[0].startswith("-") else "")
+    return interruptible(prog, lambda: _main(argv), lambda: "it stopped while starting: nothing was written. Run "
+                         f"the same command again: {command_line('mopd-mini', argv)}")
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] in DELEGATED:
         return delegate(DELEGATED[argv[0]][0], argv[1:], argv[0])
     if argv and argv[0] == "results":
         results = _bench_results()
         if results is not None:  # the course's learning results page, with its own flags
-            return _exit_code(results.main(argv[1:]))
+            return run_main(results.main, argv[1:], "mopd-mini results", getattr(results, "interrupted", None))
         print("mopd_mini.results_page is not importable here: the table of the run folder instead",
               file=sys.stderr)
     args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
@@ -180,18 +183,19 @@ def main(argv: list[str] | None = None) -> int:
     saved = runs.RUNS_DIR
     if getattr(args, "runs_dir", None):
         runs.RUNS_DIR = Path(args.runs_dir)
-    try:
-        return args.run(args, sys.modules[__name__])
-    except KeyboardInterrupt:  # one line: what was kept, and the command that resumes (no traceback)
-        from .commands import interrupted
+    def attempt() -> int:
+        try:
+            return args.run(args, sys.modules[__name__])
+        except ValueError as err:  # a setting the config or the library refuses: its own message
+            print(f"mopd-mini {args.command}: error: {err}", file=sys.stderr)
+            return 2
+        except OSError as err:  # a missing model, folder or file
+            print(f"mopd-mini {args.command}: error: {err}", file=sys.stderr)
+            return 1
 
-        print(f"mopd-mini {args.command}: {interrupted(args, argv)}", file=sys.stderr)
-        return 130
-    except ValueError as err:  # a setting the config or the library refuses: its own message
-        print(f"mopd-mini {args.command}: error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:  # a missing model, folder or file
-        print(f"mopd-mini {args.command}: error: {err}", file=sys.stderr)
-        return 1
+    from .commands import interrupted
+
+    try:  # Ctrl-C: one line, what was kept and the command that resumes (no traceback)
+        return interruptible(f"mopd-mini {args.command}", attempt, lambda: interrupted(args, argv))
     finally:
         runs.RUNS_DIR = saved

@@ -63,10 +63,12 @@ def check_flags(args) -> None:
 
 
 def interrupted(args, argv: list[str]) -> str:
-    """One line after a Ctrl-C: what each adapter the command writes kept (its last checkpoint's
-    step, from the metrics saved with it) and the command that resumes."""
+    """What a trainer's command kept after a Ctrl-C (the line `interrupt.interruptible` prints): each
+    adapter it writes, its last checkpoint's step (from the metrics saved with it), and the command
+    that resumes."""
     import json
-    import shlex
+
+    from .interrupt import command_line
 
     kept = []
     for folder in getattr(args, "writes_to", ()):
@@ -83,8 +85,7 @@ def interrupted(args, argv: list[str]) -> str:
         else:
             kept.append(f"{folder.name}: checkpoint at step {step}{f' of {steps}' if steps else ''} in {folder}")
     what = "; ".join(kept) if kept else "nothing written"
-    again = "mopd-mini " + " ".join(shlex.quote(a) for a in argv)
-    return f"interrupted (Ctrl-C): {what}. Run the same command to resume from there: {again}"
+    return f"{what}. Run the same command to resume from there: {command_line('mopd-mini', argv)}"
 
 
 def _accuracies(row: dict) -> str:
