@@ -7,7 +7,7 @@ loss="kl").
     python -m bench.loss_step                   # a minute or two
     python -m bench.loss_step --quick
 
-The three forms of the reverse KL are computed every step for logging, whatever the loss; a cure
+The three MOPD loss forms (pg, topk, kl) are computed every step for logging, whatever the loss; a cure
 (fkl, jsd) is computed only when it is the loss, so its step is kl's plus one chunked KL of its own.
 At the tiny vocabulary the loss is a small part of a step; at Qwen3's, bench.loss_memory times the
 losses alone.
@@ -65,7 +65,7 @@ def main(argv=None, write: bool = True) -> dict:
              "in the same repetition; the goal for each loss is within 1.1x of kl.", "",
              "| variant | step | vs kl |", "| --- | --- | --- |"]
     lines += [f"| {v} | {ms(median(times[v]))} | {ratio[v]:.2f}x |" for v in names]
-    lines += ["", "The three forms of the reverse KL (pg, topk, kl) are computed every step for logging, so their "
+    lines += ["", "The three MOPD loss forms (pg, topk, kl) are computed every step for logging, so their "
               "steps differ only in the backward; fkl and jsd are computed only when chosen, on top of the exact "
               "KL that is always logged. top_p and lmbda change the rollout, not the loss: an off-policy step "
               "samples with the teachers and trains without the sampler's prefill (its prompt forward runs again)."]

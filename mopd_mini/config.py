@@ -159,7 +159,8 @@ class Endorsement:
 # ---------------------------------------------------------------------------------------------
 
 FORMS = ("pg", "topk", "kl")
-"""the three forms of the reverse KL, computed every step for logging whatever the loss"""
+"""the three MOPD loss forms (PG and the exact KL on the per-token reverse KL; Top-k a generalised KL on the
+teacher's top-k set, notebook 04 section 3), computed every step for logging whatever the loss"""
 LOSSES = FORMS + ("fkl", "jsd")
 """every loss MOPDConfig.loss can name: the three forms, then the cures (computed only when chosen)"""
 PREFIXES = ("teacher", "gold")

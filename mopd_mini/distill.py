@@ -88,7 +88,8 @@ def mopd_objective(cfg: MOPDConfig, student_logits, rollout: Rollout, teacher: r
     loss: the tokens it averages over). pg_weight: (B, C), a per-token weight on MOPD-PG's clipped
     advantage (Golden-Gain's optional importance weight).
 
-    The three forms of the reverse KL are computed every step (the exact KL is always logged);
+    The three MOPD loss forms (pg, topk, kl; Top-k is a generalised KL on the teacher's top-k set, not
+    the reverse KL) are computed every step (the exact KL is always logged);
     fkl and jsd only when chosen."""
     ids, mask = rollout.completion_ids, rollout.completion_mask              # (B, C)
     student_logprobs = token_logprobs(student_logits, ids)                   # (B, C) log pi_S(y_t)

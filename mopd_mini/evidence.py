@@ -154,7 +154,8 @@ def origin_figure(pick: dict, ax=None, ymax: float | None = None):
 
 
 def depth_pick(view: dict, depth: int, metric: str = "acc") -> dict:
-    """Arm 2's test `metric` ("acc": the final answer, "trace": the whole trace) at chain depth
+    """Arm 2's test `metric` ("acc": the final answer, "trace": the prefix trace, the whole trace right as a
+    prefix, which a right trace that keeps going passes) at chain depth
     `depth`, per method and seed: {"depth", "metric", "held_out", "registered": seeds of the
     registered study, "methods": {method: {"label", "per_seed": {seed: value}, "mean"}}}."""
     a = view["regimes"]
@@ -182,7 +183,7 @@ def depth_figure(pick: dict, ax=None):
                    c=["tab:blue" if int(s) in pick["registered"] else "white" for s in seeds], edgecolors="tab:blue")
     ax.set_yticks(range(len(names)), [pick["methods"][m]["label"] for m in names], fontsize=7)
     ax.invert_yaxis()
-    what = "final-answer accuracy" if pick["metric"] == "acc" else "whole trace right"
+    what = "final-answer accuracy" if pick["metric"] == "acc" else "prefix trace (whole trace right as a prefix)"
     ax.set(xlim=(-0.03, 1.03), xlabel=f"test {what} (dots: seeds; bar: mean over seeds {pick['registered']})",
            ylabel="method (arm 2)")
     ax.set_title(f"chain depth {pick['depth']} ({'held out' if pick['held_out'] else 'trained'}): {what}, "

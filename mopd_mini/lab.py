@@ -745,3 +745,40 @@ guard_public(globals())
 if __name__ == "__main__":
     main()
 
+
+
+# ---------------------------------------------------------------------------------------------
+# notebook 04's exact-arithmetic asserts, as checks a test can make fail (the clip's table, Top-k's zero)
+# ---------------------------------------------------------------------------------------------
+
+
+def clip_table_checks(table: list[dict], n: int = 16) -> dict:
+    """Notebook 04 section 1's asserts on `clip_bias_variance`'s rows (loosest clip first): a tighter
+    clip lowers the variance of one sample's gradient and raises its bias^2 (monotone down the rows),
+    and for a mean of `n` samples (error variance / n + bias^2) the lowest error has no bias (an
+    unclipped or non-binding estimator). Returns {"one sample": the clip of the lowest one-sample
+    error, "mean of n": the clip of the lowest n-sample error}; raises an AssertionError naming the
+    relation that fails."""
+    variances, biases = [r["variance"] for r in table], [r["bias^2"] for r in table]
+    assert all(a >= b - 1e-12 for a, b in zip(variances, variances[1:])), \
+        f"a tighter clip lowers the variance: {[round(v, 3) for v in variances]}"
+    assert all(a <= b + 1e-12 for a, b in zip(biases, biases[1:])), \
+        f"a tighter clip raises the bias: {[round(b, 3) for b in biases]}"
+    best_n = min(table, key=lambda r: r["variance"] / n + r["bias^2"])
+    assert best_n["bias^2"] < 1e-12, \
+        f"over {n} samples an unclipped (or non-binding) estimator has the lowest error, not clip {best_n['clip']}"
+    return {"one sample": min(table, key=lambda r: r["error"])["clip"], f"mean of {n}": best_n["clip"]}
+
+
+def topk_blind_spot_check(r: dict, min_kl: float = 0.04, tol: float = 1e-12) -> None:
+    """Notebook 04 section 3's assert on one `topk_off_set` result: the corrected Top-k loss and its
+    gradient are 0 (a student equal to the teacher on the set) while the exact reverse KL is above
+    `min_kl`: Top-k's zero is not the reverse KL's. It fails where nothing is left to arrange off the
+    set (k = V - 1: the student equal to the teacher on the set IS the teacher)."""
+    assert r["top-k"] < tol and r["top-k gradient"] < tol, \
+        f"the student equals the teacher on the set, so the Top-k loss and its gradient are 0: {r['top-k']:.2e}, {r['top-k gradient']:.2e}"
+    assert r["exact KL"] > min_kl, \
+        f"Top-k's zero is not the reverse KL's: the exact KL there should exceed {min_kl:g}, got {r['exact KL']:.3g}"
+
+
+guard_public(globals())   # the functions above too (guarded() leaves a guarded one as it is)

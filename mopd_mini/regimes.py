@@ -88,6 +88,58 @@ def format_rows(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+
+# ---------------------------------------------------------------------------------------------
+# 07 section 1: what each grade of a chain answer sees, and the chance line of section 3
+# ---------------------------------------------------------------------------------------------
+
+
+def chain_chance(example) -> float:
+    """The chance level of a chain answer's final node: a guess among the prompt's nodes other than
+    the start, 1 / (nodes - 1) (docs/regimes.md's chance column: 0.20 over the six nodes g0-g5)."""
+    nodes = set(re.findall(r"g\d+", example.prompt))
+    return 1 / (len(nodes) - 1)
+
+
+def trace_answers(example) -> dict[str, str]:
+    """Four answers to one chain example, built from its gold trace: "right" (the gold), "wrong
+    middle" (the first hop replaced by g9, the end kept), "just the end" (the final node alone) and
+    "over-running" (the right trace, then one more node: it never stops)."""
+    gold = example.answer.rstrip(".").split()
+    return {"right": example.answer, "wrong middle": " ".join([gold[0], "g9", *gold[2:]]) + ".",
+            "just the end": gold[-1] + ".", "over-running": example.answer + " " + gold[0]}
+
+
+def grade_answers(example, answers: dict | None = None, reward=None, prefix=None, strict=None) -> dict[str, dict]:
+    """{name: {"answer", "reward", "prefix", "strict", "steps"}} for `answers` (default
+    `trace_answers(example)`): the outcome reward (factworld.grade, the last node), the prefix trace
+    (factworld.score on the gold trace: the relaxed match, which a right trace that keeps going
+    passes), the strict trace (factworld.strict_trace: the gold and then the stop) and the per-step
+    accuracy. `reward(answer, example)`, `prefix(answer, gold)` and `strict(answer, gold)` replace
+    the graders (the tests pass wrong ones)."""
+    reward, prefix, strict = reward or factworld.grade, prefix or factworld.score, strict or factworld.strict_trace
+    answers = trace_answers(example) if answers is None else answers
+    return {name: {"answer": a, "reward": reward(a, example), "prefix": prefix(a, example.answer),
+                   "strict": strict(a, example.answer), "steps": factworld.trace_steps(a, example.answer)}
+            for name, a in answers.items()}
+
+
+def grading_checks(graded: dict[str, dict]) -> None:
+    """Notebook 07 section 1's asserts on `grade_answers`' output: the right trace scores 1 on all
+    three; the over-running one scores reward 0, prefix trace 1, strict trace 0 (the prefix trace
+    passes a trace that never stops); the wrong middle gets the full reward and prefix 0 (the outcome
+    reward cannot see it); the end alone gets the full reward. Raises an AssertionError naming the
+    relation that fails."""
+    def grades(name):
+        return tuple(graded[name][k] for k in ("reward", "prefix", "strict"))
+    assert grades("right") == (1, 1, 1), f"the gold trace scores 1 on every grade: {grades('right')}"
+    assert grades("over-running") == (0, 1, 0), \
+        f"the prefix trace passes a trace that never stops, the reward and the strict trace do not: {grades('over-running')}"
+    assert graded["wrong middle"]["reward"] == 1 and graded["wrong middle"]["prefix"] == 0, \
+        f"the outcome reward cannot see a wrong intermediate node: {grades('wrong middle')}"
+    assert graded["just the end"]["reward"] == 1, "nor a missing trace: the reward pays for the end alone"
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=50, help="test prompts per domain and length [default: 50]")

@@ -291,7 +291,7 @@ def depth_picker(view: dict | None = None) -> Picker:
     depths = [int(d) for d in view["regimes"]["depths"]]
     controls = {"depth": ToggleButtons(options=[(f"depth {d}", d) for d in depths], value=depths[0],
                                        description="depth"),
-                "metric": ToggleButtons(options=[("final answer", "acc"), ("whole trace", "trace")], value="acc",
+                "metric": ToggleButtons(options=[("final answer", "acc"), ("prefix trace", "trace")], value="acc",
                                         description="measure")}
     return Picker(controls, lambda depth, metric: evidence.depth_pick(view, depth, metric), evidence.depth_figure,
                   warm=every(controls, "depth", "metric"))

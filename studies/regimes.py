@@ -1288,8 +1288,8 @@ def depth_table(rep: ArmReport) -> list[str]:
     keys = ["acc"] + (["trace", "steps", "hops", "words"] if "chain" in dom else []) + \
         (["map"] if "conflict" in dom else []) + (["copy"] if "memory" in dom else [])
     cols = [(d, L) for d, x in dom.items() for L in x.eval_lengths]
-    lines = ["By length (test, mean over the seeds run): acc is the domain's metric; for chain trace (the whole trace "
-             "right), steps (`trace_steps`), hops (`chain_steps`), words (the answer's length in words; a depth-L gold trace has L + 1); conflict map (says the memorised value); memory copy "
+    lines = ["By length (test, mean over the seeds run): acc is the domain's metric; for chain trace (the prefix trace: the "
+             "whole trace right as a prefix, which a right trace that keeps going passes), steps (`trace_steps`), hops (`chain_steps`), words (the answer's length in words; a depth-L gold trace has L + 1); conflict map (says the memorised value); memory copy "
              "(says a context value).", "",
              "| method | measure | " + " | ".join(f"{d} {L}" for d, L in cols) + " |",
              "| --- | --- |" + " --- |" * len(cols)]

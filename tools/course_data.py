@@ -59,7 +59,7 @@ def origin_view(rep: dict) -> dict:
 
 
 def regimes_view(rep: dict, arm: str = "2", domain: str = "chain") -> dict:
-    """Arm 2's test accuracy and whole-trace accuracy by depth, per method and seed (every seed
+    """Arm 2's test accuracy and prefix-trace accuracy (the whole trace right as a prefix) by depth, per method and seed (every seed
     run, the 5-seed check's included), with the registered seeds and the held-out depths."""
     v = rep["views"][arm]
     methods = {}
