@@ -3,6 +3,7 @@
 the lesson's point is false, where the assert it replaced passed, and to pass on a case where the
 point holds. The notebooks are checked to call them."""
 
+import copy
 import json
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def test_02_fails_for_a_teacher_that_lifts_only_the_trained_length():
     """The binding teacher lifts the trained L16 by +0.38, the never-trained L24 by +0.20 and L32 by 0:
     the old assert (the lift over all lengths, +0.19, above 0.15) passes; the held-out lift is +0.10
     and the check fails."""
-    acc = json.loads(json.dumps(MEASURED), object_hook=lambda d: {int(k) if k.isdigit() else k: v for k, v in d.items()})
+    acc = copy.deepcopy(MEASURED)
     acc["teacher_binding"]["binding"] = {16: 1.0, 24: 0.62, 32: 0.27}
     table = _table(acc)
     assert domain_score(table, "teacher_binding", "binding") - domain_score(table, "base", "binding") > 0.15  # old: passes
@@ -52,7 +53,7 @@ def test_02_fails_for_a_teacher_that_lifts_only_the_trained_length():
 
 
 def test_02_fails_where_the_other_teacher_is_better_on_the_domain():
-    acc = json.loads(json.dumps(MEASURED), object_hook=lambda d: {int(k) if k.isdigit() else k: v for k, v in d.items()})
+    acc = copy.deepcopy(MEASURED)
     acc["teacher_binding"]["recall"] = {16: 0.95, 24: 0.80}
     with pytest.raises(AssertionError, match="teacher_recall should be the best on recall"):
         teachers_lift(_table(acc))
