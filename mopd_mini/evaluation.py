@@ -164,6 +164,29 @@ def held_out_lift(table: dict, adapter: str, domain: str, base: str = "base") ->
     return domain_score(table, adapter, domain, held) - domain_score(table, base, domain, held)
 
 
+def teachers_lift(table: dict, domains=("binding", "recall"), base: str = "base", min_lift: float = 0.15) -> dict:
+    """Notebook 02's check on the cross table, PER DOMAIN d: d's teacher lifts d above the base by more
+    than `min_lift` at the lengths it never trained on (`held_out_lift`), and it scores d higher than
+    each other domain's teacher. The lift averaged over ALL evaluated lengths would pass for a teacher
+    that lifts only the trained length (02's Summary claims lift "at lengths it never trained on").
+    Returns {d: {"own": teacher, "score", "base", "lift" (all lengths), "held_out" (held-out lift),
+    "others": {other teacher: its score on d}}}."""
+    out = {}
+    for d in domains:
+        own = TEACHER_OF.format(d)
+        others = {TEACHER_OF.format(e): domain_score(table, TEACHER_OF.format(e), d) for e in domains if e != d}
+        score, b = domain_score(table, own, d), domain_score(table, base, d)
+        out[d] = {"own": own, "score": score, "base": b, "lift": score - b,
+                  "held_out": held_out_lift(table, own, d, base), "others": others}
+    for d, r in out.items():
+        held = ", ".join(f"L{L}" for L in get_domains([d])[d].held_out)
+        assert r["held_out"] > min_lift, \
+            f"the {d} teacher should beat the base by more than {min_lift:g} at {held}, never trained on: {r['held_out']:+.3f}"
+        for other, s in r["others"].items():
+            assert r["score"] > s, f"{r['own']} should be the best on {d}: {r['score']:.3f}, {other} {s:.3f}"
+    return out
+
+
 # every public function (and class method) of this module: its annotated arguments checked at a call from outside
 # the package (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
 from .validate import guard_public  # noqa: E402

@@ -735,6 +735,22 @@ def main(argv=None) -> None:
     grid = make_grid(bank, args.out)
     print(f"{len(grid['cells'])} runs in {grid['seconds']} s -> {args.out}")
 
+def kl_on_answer_token(by_step: dict, share: float = 0.1) -> dict[str, tuple[float, float]]:
+    """Notebook 03's check on `answer_kl`'s table ({step: {domain: (KL on t0, KL after it)}}): PER
+    DOMAIN, the tokens after the answer token carry less than `share` of the answer token's KL (means
+    over the tracked steps). A sum over the domains would pass with one domain's KL off the answer
+    token, hidden by the other's larger t0 KL. Returns {domain: (mean KL on t0, mean KL after it)}."""
+    domains = sorted({d for per_domain in by_step.values() for d in per_domain})
+    out = {}
+    for d in domains:
+        rows = [per_domain[d] for per_domain in by_step.values() if d in per_domain]
+        out[d] = (sum(a for a, _ in rows) / len(rows), sum(b for _, b in rows) / len(rows))
+    for d, (on_t0, after) in out.items():
+        assert after < share * on_t0, (f"on {d}, the tokens after the answer token should carry less than "
+                                        f"{share:g} of its KL: t0 {on_t0:.4f}, after {after:.4f}")
+    return out
+
+
 # every public function of this module checks its annotated arguments when called from outside the package
 # (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
 from .validate import guard_public  # noqa: E402

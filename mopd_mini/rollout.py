@@ -136,8 +136,9 @@ class Rollout:
 
     def rewards(self, tokenizer) -> Tensor:
         """The verifiable reward, (B,) in {0, 1}: FactWorld's match against the gold answer under the
-        example's own metric (relaxed; final for a domain that grades the final answer only), and 0 for a completion that never ended (truncated at max_new_tokens, as in DAPO's overlong
-        filtering). Without that rule only the first token is graded and whatever follows the
+        example's own metric (relaxed; final for a domain that grades the final answer only), and 0 for a completion that never ended (truncated at max_new_tokens: a hard zero, the
+        default that DAPO's overlong filtering replaces by masking truncated completions out of
+        the loss). Without that rule only the first token is graded and whatever follows the
         answer drifts freely under RL; with it, a teacher must also learn to stop."""
         match = torch.tensor([float(factworld.grade(t, ex)) for t, ex in
                               zip(self.texts(tokenizer), self.examples)])
