@@ -164,7 +164,7 @@ def held_out_lift(table: dict, adapter: str, domain: str, base: str = "base") ->
     return domain_score(table, adapter, domain, held) - domain_score(table, base, domain, held)
 
 
-def teachers_lift(table: dict, domains=("binding", "recall"), base: str = "base", min_lift: float = 0.15) -> dict:
+def teacher_lift_check(table: dict, domains=("binding", "recall"), base: str = "base", min_lift: float = 0.15) -> dict:
     """Notebook 02's check on the cross table, PER DOMAIN d: d's teacher lifts d above the base by more
     than `min_lift` at the lengths it never trained on (`held_out_lift`), and it scores d higher than
     each other domain's teacher. The lift averaged over ALL evaluated lengths would pass for a teacher

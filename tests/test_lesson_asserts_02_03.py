@@ -1,4 +1,4 @@
-"""Notebooks 02 and 03's asserts, moved into library functions (`evaluation.teachers_lift`,
+"""Notebooks 02 and 03's asserts, moved into library functions (`evaluation.teacher_lift_check`,
 `lab.kl_on_answer_token`, `lab.check_pg_logit_gradient`): each is shown to FAIL on a case where
 the lesson's point is false, where the assert it replaced passed, and to pass on a case where the
 point holds. The notebooks are checked to call them."""
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mopd_mini import lab
-from mopd_mini.evaluation import domain_score, teachers_lift
+from mopd_mini.evaluation import domain_score, teacher_lift_check
 
 ROOT = Path(__file__).parents[1]
 
@@ -35,7 +35,7 @@ MEASURED = {  # a CI-mode cross table (n = 64): held-out lift binding +0.31, rec
 
 
 def test_02_passes_where_each_teacher_lifts_its_held_out_lengths():
-    out = teachers_lift(_table(MEASURED))
+    out = teacher_lift_check(_table(MEASURED))
     assert out["binding"]["held_out"] == pytest.approx(0.31) and out["recall"]["held_out"] == pytest.approx(0.47)
     assert out["binding"]["others"] == {"teacher_recall": pytest.approx(0.5033, abs=1e-4)}
 
@@ -49,18 +49,18 @@ def test_02_fails_for_a_teacher_that_lifts_only_the_trained_length():
     table = _table(acc)
     assert domain_score(table, "teacher_binding", "binding") - domain_score(table, "base", "binding") > 0.15  # old: passes
     with pytest.raises(AssertionError, match="the binding teacher should beat the base by more than 0.15 at L24, L32"):
-        teachers_lift(table)
+        teacher_lift_check(table)
 
 
 def test_02_fails_where_the_other_teacher_is_better_on_the_domain():
     acc = copy.deepcopy(MEASURED)
     acc["teacher_binding"]["recall"] = {16: 0.95, 24: 0.80}
     with pytest.raises(AssertionError, match="teacher_recall should be the best on recall"):
-        teachers_lift(_table(acc))
+        teacher_lift_check(_table(acc))
 
 
 def test_02_calls_the_check():
-    assert "teachers_lift(table" in _source("02_teachers", "c13")
+    assert "teacher_lift_check(table" in _source("02_teachers", "c13")
 
 
 # --- 03 section 3: the KL sits on the answer token, per domain ------------------------------------------

@@ -193,9 +193,9 @@ def _main(argv: list[str]) -> int:
             print(f"mopd-mini {args.command}: error: {err}", file=sys.stderr)
             return 1
 
-    from .commands import interrupted
+    from .commands import trainer_kept
 
     try:  # Ctrl-C: one line, what was kept and the command that resumes (no traceback)
-        return interruptible(f"mopd-mini {args.command}", attempt, lambda: interrupted(args, argv))
+        return interruptible(f"mopd-mini {args.command}", attempt, lambda: trainer_kept(args, argv))
     finally:
         runs.RUNS_DIR = saved

@@ -62,7 +62,7 @@ def check_flags(args) -> None:
                     label="--" + dest.replace("_", "-"))
 
 
-def interrupted(args, argv: list[str]) -> str:
+def trainer_kept(args, argv: list[str]) -> str:
     """What a trainer's command kept after a Ctrl-C (the line `interrupt.interruptible` prints): each
     adapter it writes, its last checkpoint's step (from the metrics saved with it), and the command
     that resumes."""

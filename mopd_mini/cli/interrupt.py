@@ -4,7 +4,7 @@
     run_main(main, argv, prog, interrupted)   # a module's main(argv), as the command line runs it
 
 The one answer to Ctrl-C of every command line of the package: the trainers' commands
-(`mopd-mini teachers`, `distill`, ...: `commands.interrupted`), and the commands that hand their
+(`mopd-mini teachers`, `distill`, ...: `commands.trainer_kept`), and the commands that hand their
 flags to a module, `mopd-mini export` and `mopd-mini course` (and `results`), also when run as
 `python -m mopd_mini.export` / `python -m mopd_mini.course`. Such a module says what it kept with its
 own `interrupted(argv, prog)` (the export: `--out` as it was, or the whole new export; the course:
