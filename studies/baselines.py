@@ -395,13 +395,10 @@ def tuning_edges(rep: dict, edge: list[str]) -> str:
     """The "Tuning" bullet's sentence on the choices on an edge (`edge`: the methods whose chosen rate is
     at an end of the page's grid), with what the re-check decided once it is complete."""
     block = rep.get(RECHECK_KEY)
-    if not block:
+    if not block or not recheck_complete(block):
+        partial = f" (the re-check of the amendment of {RECHECK_DATE} is partial: its section below)" if block else ""
         return (f"the chosen rate sits on the grid's edge for {', '.join(LABEL[m] for m in edge)}, so their optimum is "
-                "not bracketed. " if edge else "every chosen rate is inside its grid. ")
-    if not recheck_complete(block):
-        return (f"the chosen rate sits on the grid's edge for {', '.join(LABEL[m] for m in edge)}, so their optimum is "
-                f"not bracketed (the re-check of the amendment of {RECHECK_DATE} is partial: its section below). "
-                if edge else "every chosen rate is inside its grid. ")
+                f"not bracketed{partial}. " if edge else "every chosen rate is inside its grid. ")
     dec = edge_decisions(rep)
     left = [LABEL[m] for m in edge if m not in dec]
     by = {k: [LABEL[m] + (f" (lr {d['chosen']:g})" if k != "bracketed" else "") for m, d in dec.items()

@@ -740,10 +740,6 @@ CURES_ESTIMATE = (1.1, 2.6)
 """the check's CPU-hours on a quiet machine as registered (docs/regimes.md, amendment of 2026-12-04)"""
 
 
-def spent_line(block: dict, registered: tuple = CURES_ESTIMATE, amendment: str = "2026-12-04") -> list[str]:
-    """What a check spent against its registered estimate (`study.spent_line`; CPU-hours on a quiet machine)."""
-    return study.spent_line(block, registered, amendment)
-
 
 def choice_lines(block: dict, methods: tuple, label: dict) -> list[str]:
     """A check's val choice, one row per method: every setting tried with its val mean normalised score
@@ -774,7 +770,7 @@ def cures_markdown(by_T: dict, T) -> list[str]:
            f"`by_T.{T}.cures`, beside the matched sweep's own rows at T = {T} (docs/matched.md's protocol: teachers {T} "
            f"GRPO steps, MOPD {plan['student_steps']} steps x {plan['per_domain']} prompts a domain, test "
            f"{plan['test_n']} a length).", "",
-           *study.unfinished(block["command"], seeds), *spent_line(block), *_teachers_note(by_T, block, T),
+           *study.unfinished(block["command"], seeds), *study.spent_line(block, CURES_ESTIMATE, "2026-12-04"), *_teachers_note(by_T, block, T),
            "Test split, mean ± sample std over seeds (ddof = 1). Normalised: (method - base) / (teacher - base) per "
            "domain, the decision's score; lift: accuracy over the domain's lengths minus the base's. Stuck share: the "
            "detector's (docs/stuck.md) at the last step, mean over the domains. Stage FLOPs: the method's own (for lmbda "
@@ -910,7 +906,7 @@ def recheck_markdown(rep: dict, T: int, against: str) -> list[str]:
            f"Written by `{block['command']}`, finished {block['date']}, on {machine_line(block['machine'])}. Its "
            f"registration is this page's amendment of 2026-12-06 ({RECHECKED[b]}); its data is docs/matched.json, "
            f"`by_T.{T}.{key}`, beside the sweep's recorded rows at T = {T}.", "",
-           *study.unfinished(block["command"], seeds), *spent_line(block, RECHECK_ESTIMATE, "2026-12-06"),
+           *study.unfinished(block["command"], seeds), *study.spent_line(block, RECHECK_ESTIMATE, "2026-12-06"),
            teachers_line(by_T, block, T, f"trained by this command in its own run folder (runs/{RECHECK_EXPERIMENT}/; in "
                          "slices by its set-up job, kept in docs/matched_inputs/)") + f" {LABEL[a]} and {LABEL[b]} are "
            "both trained on them, each on the sweep's grid by the same runner (bracketed past an edge, before and after "
