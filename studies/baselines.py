@@ -895,7 +895,7 @@ def cost_section(rep: dict) -> list[str]:
            "whole pipeline FLOPs | whole pipeline wall s |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for m in list(TRAINED) + [f"merge_{h}" for h in MERGES]:
         s, p = cost_means(rep, m, "stage"), cost_means(rep, m, "pipeline")
-        out.append(f"| {LABEL[m]} | {fmt_int(s.get('cost/sample_prefill_tokens', 0))} + {fmt_int(s.get('cost/generated_tokens', 0))} | "
+        out.append(f"| {LABEL[m]}{recheck_mark(rep, m)} | {fmt_int(s.get('cost/sample_prefill_tokens', 0))} + {fmt_int(s.get('cost/generated_tokens', 0))} | "
                    f"{fmt_int(s.get('cost/teacher_prefill_tokens', 0))} | {fmt_int(s.get('cost/trained_tokens', 0))} | "
                    f"{s['flops']:.2e} | {s['seconds']:.1f} | {p['flops']:.2e} | {p['seconds']:.0f} |")
     mo, rf = cost_means(rep, "mopd_pg", "stage"), cost_means(rep, "rft", "stage")
@@ -931,7 +931,26 @@ def cost_section(rep: dict) -> list[str]:
              "prefill-once (their prompt prefill counted as sampled as well as trained, every row's prompt trained), "
              "the distillation stages after it, so the teachers' share is overstated; "
              "`python -m bench.baselines --recount-teachers docs/baselines.json` re-counts them."), ""]
-    return out
+    return out + recheck_cost_note(rep)
+
+
+def recheck_cost_note(rep: dict) -> list[str]:
+    """What differs in the cost rows a complete re-check put in the page's place (`in_use`): the cost
+    ledger that counted them (their teachers included) and the machine that timed them."""
+    moved = list(rep.get("recheck_in_use", ()))
+    if not moved:
+        return []
+    block = rep[RECHECK_KEY]
+    ledgers = sorted({r.get("ledger", 1) for r in block["rows"][moved[0]].values()})
+    teachers = lambda m: fmean(r["pipeline"]["flops"] - r["stage"]["flops"] for r in rep["rows"][m].values())  # noqa: E731
+    names = ", ".join(LABEL[m] for m in moved)
+    return [f"**The re-check's rows** ({names}, marked) were counted by cost ledger {', '.join(map(str, ledgers))} "
+            f"(`mopd_mini.cost.LEDGER`: it also counts the GRPO steps that train nothing), with the re-check's own "
+            f"teachers: their teachers' share of the pipeline is {teachers(moved[0]):.2e} FLOPs against "
+            f"{teachers('mopd_pg'):.2e} for the other rows, whose teachers the code before that ledger counted. Their "
+            f"stage columns count the same things as the others'; their whole-pipeline FLOPs are not comparable with "
+            f"the other rows' to that difference. Their wall seconds were measured on {block['machine']['cpu']} in "
+            f"slices, the others' on {rep['machine']['cpu']}: compare their FLOPs, not their seconds.", ""]
 
 
 def figures(rep: dict, folder: Path) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from mopd_mini import evidence
 
 from studies import matched
-from studies.baselines import LABEL
+from studies.baselines import LABEL, in_use
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -79,14 +79,18 @@ def regimes_view(rep: dict, arm: str = "2", domain: str = "chain") -> dict:
 def baselines_for_05b(rep: dict) -> dict:
     """docs/baselines.json trimmed to what notebook 05b's section 1 reads (mopd_mini.views.baselines_view
     and its printout): per method and seed the test scores and the FLOPs, the val curves, the merge
-    grid, the denominators and the command, so the section draws where docs/ is absent (a hosted copy)."""
+    grid, the denominators and the command, so the section draws where docs/ is absent (a hosted copy).
+    A complete re-check's moved rows stand in the page's place, as docs/baselines.md shows them (`in_use`),
+    and `recheck_in_use` names them."""
+    rep = in_use(rep)
     rows = {m: {s: {"all": {**{d: {"normalised": r["all"][d]["normalised"]} for d in ("binding", "recall")},
                             "mean": r["all"]["mean"]},
                     "stage": {"flops": r["stage"]["flops"]}, "pipeline": {"flops": r["pipeline"]["flops"]}}
                 for s, r in per.items()} for m, per in rep["rows"].items()}
     grid = {k: v for k, v in rep.get("grid", {}).items() if k.startswith("merge_")}
     return {"command": rep["command"], "denominators": rep["denominators"], "rows": rows,
-            "curves": rep.get("curves", {}), "grid": grid}
+            "curves": rep.get("curves", {}), "grid": grid,
+            "recheck_in_use": {m: rep["chosen"][m] for m in rep.get("recheck_in_use", ())}}
 
 
 def make(docs: Path = DOCS) -> dict:
