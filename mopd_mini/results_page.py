@@ -55,6 +55,9 @@ def results_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--losses", nargs="+", default=list(LOSSES))
     p.add_argument("--n", type=int, default=200, help="test prompts per domain and length")
+    p.add_argument("--figure-only", action="store_true",
+                   help="only the first loss's first seed (and the teachers): redraw figures/token_kl.png and its "
+                        "data, token_kl.json (the README's caption); docs/results.md is left alone")
     return p
 
 
@@ -124,6 +127,50 @@ def score_row(table, names, lengths=None):
     return [cell([s[d]["normalised"] for s in per]) for d in ("binding", "recall")] + [cell([s["mean"] for s in per])]
 
 
+def page_command(args) -> str:
+    """The command line of the page's runs, as the page prints it."""
+    return PAGE_COMMAND + " " + " ".join(f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+                                         for k, v in vars(args).items() if k != "figure_only")
+
+
+def write_token_kl(trace: list[dict], student: str, made_by: str, folder: Path = FIGURES) -> dict:
+    """The figure token_kl (a student's tracked completions, their tokens coloured by the exact reverse KL,
+    at its first and last recorded steps) and the data it draws, token_kl.json beside it, from which the
+    README's caption is rendered (`token_kl_caption`, through tools/findings.py)."""
+    from . import plots
+
+    steps = sorted({r["step"] for r in trace})
+    pick = (steps[0], steps[-1])
+    fig = plots.token_heatmap(trace, "kl", steps=pick,
+                              title=f"{student}: per-token reverse KL, step {pick[0]} vs step {pick[-1]}")
+    folder.mkdir(parents=True, exist_ok=True)
+    plots.save(fig, "token_kl", folder)
+    rows = [{k: r[k] for k in ("step", "domain", "answer", "tokens", "kl")}
+            for s in pick for d in ("binding", "recall") for r in trace if r["step"] == s and r["domain"] == d]
+    data = {"student": student, "steps": list(pick), "made_by": made_by, "machine": page_machine(),
+            "date": time.strftime("%Y-%m-%d"), "rows": rows}
+    (folder / "token_kl.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    return data
+
+
+def token_kl_caption(data: dict) -> str:
+    """The README's caption of token_kl.png, from the figure's own data (token_kl.json): the largest cell at
+    the first and at the last step drawn, and the next largest at the last."""
+    def cells(step):
+        return sorted(((kl, tok.lstrip("▁Ġ"), r) for r in data["rows"] if r["step"] == step
+                       for tok, kl in zip(r["tokens"], r["kl"])), key=lambda c: -c[0])
+    first, last = data["steps"]
+    (k0, t0, r0), = cells(first)[:1]
+    (k1, t1, r1), (k2, *_) = cells(last)[:2]
+    per = sum(r["step"] == first for r in data["rows"])
+    return (f"Each row is a completion the student sampled for a fixed test prompt ({per} at each step drawn); each "
+            f"cell a token, coloured by its exact reverse KL to the routed teacher. At step {first} the largest cell is "
+            f"{k0:.2f}, the token `{t0}` of a {r0['domain']} sample whose gold answer is `{r0['answer']}`; at step "
+            f"{last} the largest is {k1:.2f} (`{t1}`, a {r1['domain']} sample, gold `{r1['answer']}`), every other "
+            f"cell at most {k2:.2f} (the figure's data, docs/figures/token_kl.json: `{data['student']}`, made by "
+            f"`{data['made_by']}` on {data['machine'].split(',')[0]}, {data['date']}).")
+
+
 def write_page(table, students, curves, traces, seconds, args):
     """docs/results.md, docs/results.json and the figures kl_curves and token_kl, from `learning_runs`."""
     import matplotlib.pyplot as plt
@@ -138,8 +185,7 @@ def write_page(table, students, curves, traces, seconds, args):
         "Every number on this page was written by one command, on the machine below:",
         "",
         "```bash",
-        PAGE_COMMAND + " " + " ".join(f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}"
-                                              for k, v in vars(args).items()),
+        page_command(args),
         "```",
         "",
         f"Machine: {page_machine()}. Date: {time.strftime('%Y-%m-%d')}. Test prompts per domain and length: {args.n}.",
@@ -187,10 +233,7 @@ def write_page(table, students, curves, traces, seconds, args):
               "Mean over seeds of the exact per-token reverse KL between the student and the routed teacher, on the",
               "student's own samples, per domain, for each loss form (every form logs the exact KL).", ""]
     first = next(iter(students.values()))[0]
-    steps = sorted({r["step"] for r in traces[first]})
-    fig = plots.token_heatmap(traces[first], "kl", steps=(steps[0], steps[-1]),
-                              title=f"{first}: per-token reverse KL, step {steps[0]} vs step {steps[-1]}")
-    plots.save(fig, "token_kl", FIGURES)
+    write_token_kl(traces[first], first, page_command(args))
     lines += ["![per-token KL](figures/token_kl.png)", "",
               f"`{first}`: fixed test prompts, the student's sampled tokens coloured by their exact reverse KL to the",
               "routed teacher, at the first and last recorded steps.", ""]
@@ -205,6 +248,8 @@ def write_page(table, students, curves, traces, seconds, args):
 def main(argv=None, prog: str = "mopd-mini results", train: bool = False) -> int:
     """Reload the page's runs (`train`: train the unfinished ones first), evaluate them, write the page."""
     args = results_parser(prog).parse_args(argv)
+    if args.figure_only:
+        args.seeds, args.losses = args.seeds[:1], args.losses[:1]
     missing = [] if train else missing_runs(args)
     if missing:  # before the base loads
         print(f"{prog}: error: no finished run in {', '.join(map(str, missing))}: train the page's runs first "
@@ -214,5 +259,11 @@ def main(argv=None, prog: str = "mopd-mini results", train: bool = False) -> int
     from .models import load_base
 
     bank = AdapterBank(*load_base("tiny"))
+    if args.figure_only:
+        _, students, _, traces, _ = learning_runs(bank, args)
+        name = students[args.losses[0]][0]
+        made_by = f"{prog} {page_command(args).split(' ', 3)[-1]} --figure-only"   # the command that ran
+        print(token_kl_caption(write_token_kl(traces[name], name, made_by)))
+        return 0
     write_page(*learning_runs(bank, args), args)
     return 0

@@ -51,6 +51,7 @@ Ids:
   regimes/<arm>/cure/<H>             a registered decision of a cures arm (2b, memory-cures), H with '+'
                                      for its space ("H2b.1+mopd_fkl"), over the seeds that pass its gate
   results/stage3                     docs/results.md's stage-3 normalised scores (descriptive)
+  results/token_kl                   the caption of docs/figures/token_kl.png, from the figure's data
   matched/family                     how many of the registered family survive Holm's correction
   ablations/none                     how many of the ablations' paired differences are resolved
   ablations/<key>                    a paired comparison of docs/ablations.md (ABLATION_PAIRS)
@@ -540,6 +541,9 @@ def render(fid: str, data_dir: Path | None = None) -> str:
         if parts[2] == "mean":
             return regimes_mean(data, parts[1], parts[3], parts[4], parts[5], bool(five))
         return regimes_decision(data, parts[1], last, bool(five))
+    if parts[0] == "results" and parts[1] == "token_kl":
+        from mopd_mini.results_page import token_kl_caption
+        return token_kl_caption(json.loads((data_dir / "figures" / "token_kl.json").read_text()))
     if parts[0] == "results" and parts[1] == "stage3":
         return results_stage3(data_dir)
     if parts[0] == "ablations":

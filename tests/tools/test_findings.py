@@ -191,6 +191,8 @@ def copy_docs(tmp_path):
     data.mkdir()
     for name in ("matched.json", "regimes.json", "ablations.json", "baselines.json", "results.json"):
         shutil.copy(ROOT / "docs" / name, data / name)
+    (data / "figures").mkdir()
+    shutil.copy(ROOT / "docs" / "figures" / "token_kl.json", data / "figures" / "token_kl.json")   # the README's caption
     return data
 
 
