@@ -5,7 +5,7 @@
     chunked   the library's `losses.reverse_kl` (exact, a chunk of rows at a time, recomputed in
               backward)
     topk      the library's `losses.topk_reverse_kl` over the teacher's top-k (k = 64)
-    fkl       the library's `losses.soft_label_kl`, the forward KL (MOPD's loss "fkl"), chunked
+    fkl       the library's `losses.forward_kl`, the forward KL (MOPD's loss "fkl"), chunked
     jsd       the library's `losses.jsd_loss` at beta = 0.5 (MOPD's loss "jsd"), chunked
 
 at Qwen3's vocabulary (V = 151,936) on B x T = 16 x 64 completion tokens, with the logits in
@@ -28,7 +28,7 @@ import os
 
 import torch
 
-from mopd_mini.losses import jsd_loss, masked_mean, reverse_kl, soft_label_kl, topk_reverse_kl
+from mopd_mini.losses import jsd_loss, masked_mean, reverse_kl, forward_kl, topk_reverse_kl
 
 from .common import gb, machine, median, ms, peak_extra_bytes, print_and_write, section_head, set_threads
 
@@ -53,7 +53,7 @@ def variants(z_S, z_T, mask, k: int) -> dict:
     return {"naive fp32": run(lambda: naive_reverse_kl(z_S, z_T, mask)),
             "chunked reverse_kl": run(lambda: reverse_kl(z_S, z_T, mask)[0]),
             f"topk_reverse_kl (k={k})": run(lambda: topk_reverse_kl(z_S, top_ids, top_lp, mask)[0]),
-            "chunked soft_label_kl (fkl)": run(lambda: soft_label_kl(z_S, z_T, mask)[0]),
+            "chunked forward_kl (fkl)": run(lambda: forward_kl(z_S, z_T, mask)[0]),
             "chunked jsd_loss (beta=0.5)": run(lambda: jsd_loss(z_S, z_T, mask, beta=0.5)[0])}
 
 
@@ -118,7 +118,7 @@ def main(argv=None, write: bool = True) -> dict:
             chunk = res["chunked reverse_kl"][1]
             figures["loss memory: chunked vs naive (bf16 logits)"] = {
                 "goal": "<= 25%", "measured": f"{chunk / base_mem:.1%}", "ok": chunk / base_mem <= 0.25}
-            for name, label in (("chunked soft_label_kl (fkl)", "fkl"), ("chunked jsd_loss (beta=0.5)", "jsd")):
+            for name, label in (("chunked forward_kl (fkl)", "fkl"), ("chunked jsd_loss (beta=0.5)", "jsd")):
                 mem = res[name][1]
                 figures[f"loss memory: {label} vs naive (bf16 logits)"] = {
                     "goal": "<= 25%, as the chunked reverse KL", "measured": f"{mem / base_mem:.1%}",
@@ -136,9 +136,9 @@ def main(argv=None, write: bool = True) -> dict:
               "The goals are judged on the bf16 row, the dtype Qwen3 runs in; with fp32 logits the gradient "
               "alone is a fifth of the naive peak. Peak memory is read from the resident set, so it carries a "
               "few MB of allocator noise.",
-              "", "**The cures hold the same bound.** `soft_label_kl` (the on-policy forward KL, loss \"fkl\") and "
+              "", "**The cures hold the same bound.** `forward_kl` (the on-policy forward KL, loss \"fkl\") and "
               "`jsd_loss` (loss \"jsd\") run the same chunked forward and recomputed backward as the reverse KL: "
-              f"{gb(results['bfloat16']['chunked soft_label_kl (fkl)'][1])} and "
+              f"{gb(results['bfloat16']['chunked forward_kl (fkl)'][1])} and "
               f"{gb(results['bfloat16']['chunked jsd_loss (beta=0.5)'][1])} with bf16 logits, against "
               f"{gb(results['bfloat16']['chunked reverse_kl'][1])} for the reverse KL. The JSD does more work per "
               "element (the mixture's log and two KLs), so its time is the larger."]

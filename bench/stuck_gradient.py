@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from mopd_mini.losses import jsd_loss, reverse_kl, soft_label_kl
+from mopd_mini.losses import jsd_loss, reverse_kl, forward_kl
 
 from .common import print_and_write, section_head
 
@@ -53,7 +53,7 @@ def table(confidences=CONFIDENCES, betas=BETAS) -> list[dict]:
     rows = []
     for q in confidences:
         row = {"p_S(wrong)": q, "KL(p_S || p_T)": reverse_kl(student_logits(q), teacher, torch.ones(1, 1))[0].item(),
-               "reverse KL": gradient_norm(reverse_kl, q), "forward KL": gradient_norm(soft_label_kl, q)}
+               "reverse KL": gradient_norm(reverse_kl, q), "forward KL": gradient_norm(forward_kl, q)}
         for beta in betas:
             row[f"JSD beta={beta}"] = gradient_norm(lambda s, t, m, b=beta: jsd_loss(s, t, m, beta=b), q)
         rows.append(row)

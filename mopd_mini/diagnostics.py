@@ -105,7 +105,7 @@ def _reverse_kl_norm(r: Rows) -> Tensor:
 
 
 def _forward_kl_norm(r: Rows) -> Tensor:
-    """Forward KL, KL(p_T || p_S) = sum_v p_T(v) (log p_T(v) - log p_S(v)) (losses.soft_label_kl):
+    """Forward KL, KL(p_T || p_S) = sum_v p_T(v) (log p_T(v) - log p_S(v)) (losses.forward_kl):
 
         g(v) = p_S(v) - p_T(v)
 
@@ -206,7 +206,7 @@ GRAD_NORMS: dict[str, GradNorm] = {
     "topk_support": GradNorm(_topk_support_norm, ("topk_ids", "topk_logprobs")),
 }
 """loss form -> its closed form (the names of MOPDConfig.loss, and `topk_support` for loss "topk"
-with topk_support=True: `form_of`; fkl: losses.soft_label_kl's forward KL; jsd reads `beta`). A new
+with topk_support=True: `form_of`; fkl: losses.forward_kl's forward KL; jsd reads `beta`). A new
 loss adds an entry: a function of one chunk of `Rows` and the inputs it reads."""
 
 

@@ -16,7 +16,7 @@ Each step, for a fresh student adapter (zero-initialised, so it starts AT the ba
                 kl    the exact full-vocabulary reverse KL
               or one of the cures for a student stuck confidently wrong (the reverse KL's
               gradient vanishes there; losses.py writes each gradient out):
-                fkl   the on-policy FORWARD KL(p_T || p_S) over the full vocabulary (soft_label_kl
+                fkl   the on-policy FORWARD KL(p_T || p_S) over the full vocabulary (forward_kl
                       on the student's rollout)
                 jsd   the generalised JSD with `beta` (TRL's convention: 0 forward KL, 1 reverse)
   5. update   AdamW on the student adapter only (teachers never enter the optimizer)
@@ -62,7 +62,7 @@ from . import routing
 from .adapters import AdapterBank
 from .domains import get_domains
 from .evaluation import accuracy_by_length
-from .losses import (jsd_loss, masked_mean, pg_loss, policy_gradient_loss, reverse_kl, soft_label_kl,
+from .losses import (jsd_loss, masked_mean, pg_loss, policy_gradient_loss, reverse_kl, forward_kl,
                      topk_reverse_kl)
 from .rollout import (Rollout, check_budget, completion_logits, concat, pack, prefill_reusable, sample,
                       token_logprobs)
@@ -101,7 +101,7 @@ def mopd_objective(cfg: MOPDConfig, student_logits, rollout: Rollout, teacher: r
     }
     m = mask if loss_mask is None else loss_mask
     if cfg.loss == "fkl":    # the on-policy forward KL: soft-label distillation's function on the student's rollout
-        losses["fkl"] = soft_label_kl(student_logits, teacher.logits, m)
+        losses["fkl"] = forward_kl(student_logits, teacher.logits, m)
     elif cfg.loss == "jsd":
         losses["jsd"] = jsd_loss(student_logits, teacher.logits, m, beta=cfg.beta)
     loss = losses[cfg.loss][0]

@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 from .distill import MOPDConfig, train_student
-from .losses import jsd_loss, pg_loss, reverse_kl, soft_label_kl, topk_reverse_kl
+from .losses import jsd_loss, pg_loss, reverse_kl, forward_kl, topk_reverse_kl
 
 LR = 3e-3
 """the lab's learning rate: 3x notebook 03's 1e-3 (MOPDConfig().lr), so that a 60-step run moves
@@ -574,7 +574,7 @@ def stuck_gradients(p_wrong: float, beta: float = 0.5, teacher_logits=STUCK_TEAC
     z_T = torch.as_tensor(teacher_logits, dtype=torch.float64).view(1, 1, -1)
     z0 = stuck_logits(p_wrong, z_T.shape[-1]).view(1, 1, -1)
     ones = torch.ones(1, 1, dtype=torch.float64)
-    forms = {"reverse KL": reverse_kl, "forward KL": soft_label_kl,
+    forms = {"reverse KL": reverse_kl, "forward KL": forward_kl,
              f"JSD beta={beta:g}": lambda s, t, m: jsd_loss(s, t, m, beta=beta)}
     grads = {}
     for name, loss_fn in forms.items():

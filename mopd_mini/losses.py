@@ -19,7 +19,7 @@ and the cures for a student stuck confidently wrong (p_S(y) -> 1 on a token y wi
 where the reverse KL's gradient vanishes; docs/stuck.md, "The failure, in formulas"),
 on the same student samples:
 
-  soft_label_kl    the FORWARD KL(p_T || p_S) over the full vocabulary: MOPD's loss "fkl" when
+  forward_kl       the FORWARD KL(p_T || p_S) over the full vocabulary: MOPD's loss "fkl" when
                    applied to the student's own rollout (one function, two uses: see below).
   jsd_loss         the generalised Jensen-Shannon divergence of GKD with TRL's `beta` convention
                    (beta = 0 the forward KL, beta = 1 the reverse KL). Chunked.
@@ -30,9 +30,9 @@ on the same student samples:
 and the two OFFLINE losses, on trajectories the teachers sampled (the critique's baselines):
 
   sft_loss         cross-entropy of the given tokens (RFT: SFT on correct teacher samples).
-  soft_label_kl    the forward KL(p_T || p_S) over the full vocabulary at every position
-                   (soft-label distillation). Chunked like reverse_kl. The same function is
-                   MOPD's on-policy "fkl" on the student's rollouts.
+  forward_kl       the forward KL(p_T || p_S) over the full vocabulary at every position
+                   (soft-label distillation), named for its math. Chunked like reverse_kl. The
+                   same function is MOPD's on-policy "fkl" on the student's rollouts.
 
 plus `policy_gradient_loss` (the REINFORCE surrogate that MOPD-PG and GRPO share),
 `group_advantages` (GRPO's group-normalised reward, used to train the teachers), and
@@ -351,7 +351,7 @@ class _ChunkedReverseKL(torch.autograd.Function):
 
 def _chunked_kl(kl_fn, student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
                 chunk_size: int | None, *args) -> tuple[Tensor, Info]:
-    """Shared by reverse_kl, soft_label_kl and jsd_loss: check the shapes, run the chunked autograd
+    """Shared by reverse_kl, forward_kl and jsd_loss: check the shapes, run the chunked autograd
     Function `kl_fn` (with its extra `args`) over the masked-in positions only, aggregate with
     masked_mean."""
     _check_logits(student_logits=student_logits, teacher_logits=teacher_logits)
@@ -386,7 +386,7 @@ def reverse_kl(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
     Where the student is confidently wrong, p_S(y) -> 1 on a token y with p_T(y) -> 0: KL_t ~
     log(1 / p_T(y)) is large, yet every component vanishes (for v = y the bracket -> 0, for v != y
     the factor p_S(v) -> 0): the position that carries the KL gets almost no gradient (the student
-    is stuck). The forward KL (soft_label_kl, loss "fkl") does not have this property.
+    is stuck). The forward KL (forward_kl, loss "fkl") does not have this property.
     """
     return _chunked_kl(_ChunkedReverseKL, student_logits, teacher_logits, mask, chunk_size)
 
@@ -440,9 +440,10 @@ class _ChunkedForwardKL(torch.autograd.Function):
         return grad, None, None, None               # the teacher's logits are constants
 
 
-def soft_label_kl(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
-                  chunk_size: int | None = None) -> tuple[Tensor, Info]:
-    """Soft-label distillation: the FORWARD KL from the teacher's full distribution, per position.
+def forward_kl(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
+               chunk_size: int | None = None) -> tuple[Tensor, Info]:
+    """The FORWARD KL from the teacher's full distribution, per position (soft-label distillation offline,
+    the cure "fkl" on-policy).
 
         KL_t = sum_v p_T(v) (log p_T(v) - log p_S(v)),     L_soft = masked_mean(KL)
 
@@ -522,7 +523,7 @@ def jsd_loss(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor, beta:
 
         M_t      = beta p_T + (1 - beta) p_S
         JSD_t    = beta KL(p_T || M_t) + (1 - beta) KL(p_S || M_t)          for 0 < beta < 1
-        beta = 0 : KL(p_T || p_S), the forward KL (= soft_label_kl, loss "fkl")
+        beta = 0 : KL(p_T || p_S), the forward KL (= forward_kl, loss "fkl")
         beta = 1 : KL(p_S || p_T), the reverse KL (= reverse_kl, loss "kl")
 
     (in TRL, beta = 0 is `F.kl_div(student_log_probs, teacher_log_probs, log_target=True)`, which is
@@ -550,7 +551,7 @@ def jsd_loss(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor, beta:
     if not 0 <= beta <= 1:
         raise ValueError(f"beta must be in [0, 1] (0: forward KL, 1: reverse KL), got {beta}")
     if beta == 0:
-        loss, info = soft_label_kl(student_logits, teacher_logits, mask, chunk_size)
+        loss, info = forward_kl(student_logits, teacher_logits, mask, chunk_size)
     elif beta == 1:
         loss, info = reverse_kl(student_logits, teacher_logits, mask, chunk_size)
     else:

@@ -15,7 +15,7 @@ One trainer, two losses (the critique's baselines, arXiv 2610.04272):
             L = masked_mean( -log pi_S(y_t | x, y_<t) )                       (losses.sft_loss)
   soft      soft-label distillation: at every position of the same kept completions, the
             forward KL from the routed teacher's full distribution,
-            L = masked_mean( sum_v p_T(v) log(p_T(v) / p_S(v)) )             (losses.soft_label_kl)
+            L = masked_mean( sum_v p_T(v) log(p_T(v) / p_S(v)) )             (losses.forward_kl)
             the teacher (the completion's own domain's) prefills each batch again when it is
             trained on: its logits are not stored (at Qwen3's vocabulary they would be 0.6 MB a
             token), so soft labels cost a teacher prefill per trained completion per epoch.
@@ -57,7 +57,7 @@ from .adapters import AdapterBank, atomic_write
 from .domains import get_domains
 from .evaluation import accuracy_by_length
 from .validate import guarded
-from .losses import sft_loss, soft_label_kl
+from .losses import sft_loss, forward_kl
 from .rollout import completion_logits, pack, sample
 from . import runs
 from .runs import Run, adamw, guarded_step
@@ -260,7 +260,7 @@ def train_offline(bank: AdapterBank, cfg: OfflineConfig, data: Collected | None 
             if cfg.loss == "sft":
                 loss, info = sft_loss(logits, rollout.completion_ids, rollout.completion_mask)
             else:
-                loss, info = soft_label_kl(logits, teacher_logits, rollout.completion_mask)
+                loss, info = forward_kl(logits, teacher_logits, rollout.completion_mask)
             row.update(loss=loss.item(), **guarded_step(loss, params, optimizer, cfg.grad_clip), **cost.trained(rollout))
             for d in domains:
                 idx = [i for i, ex in enumerate(rollout.examples) if ex.task == d]

@@ -1,5 +1,5 @@
 """Tests for the cures of a stuck student in mopd_mini.losses: the on-policy forward KL (the same
-`soft_label_kl` as the offline soft labels), the generalised JSD with TRL's beta convention, and
+`forward_kl` as the offline soft labels), the generalised JSD with TRL's beta convention, and
 top-k local support matching. Each gradient is checked against a closed form computed by hand in
 this file on a 3-token categorical (plain Python floats, not the library's code), and the chunked
 backward against autograd of an unchunked reference on random inputs."""
@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from mopd_mini.losses import jsd_loss, reverse_kl, soft_label_kl, topk_reverse_kl
+from mopd_mini.losses import jsd_loss, reverse_kl, forward_kl, topk_reverse_kl
 from tests.test_losses import B, T, random_mask, reference_mean  # the same (B, T) mask and aggregation as the other losses
 
 V = 11
@@ -48,7 +48,7 @@ def reference_jsd(s, t, beta):
 
 def test_forward_kl_gradient_by_hand():
     """d KL(p_T || p_S) / dz = p_S - p_T: (0.6, -0.1, -0.5)."""
-    assert grad_of(soft_label_kl) == pytest.approx([0.6, -0.1, -0.5], abs=1e-12)
+    assert grad_of(forward_kl) == pytest.approx([0.6, -0.1, -0.5], abs=1e-12)
 
 
 def test_reverse_kl_gradient_by_hand():
@@ -98,7 +98,7 @@ def test_the_stuck_case():
     eps, tiny = 1e-3, math.exp(-17)
     p_S, p_T = [1 - eps, eps / 2, eps / 2], [tiny, 1 - 2 * tiny, tiny]
     norm = lambda g: math.sqrt(sum(x * x for x in g))
-    fkl = grad_of(soft_label_kl, p_S, p_T)
+    fkl = grad_of(forward_kl, p_S, p_T)
     assert fkl == pytest.approx([a - b for a, b in zip(p_S, p_T)], abs=1e-12)
     assert norm(fkl) == pytest.approx(math.sqrt(2), abs=2e-3)
     kl = sum(s * math.log(s / t) for s, t in zip(p_S, p_T))
@@ -112,12 +112,12 @@ def test_the_stuck_case():
 # ---------------------------------------------------------------- JSD: TRL's convention
 
 def test_jsd_endpoints_are_the_two_kls_and_the_middle_matches_the_definition():
-    """beta = 0 is the forward KL (soft_label_kl), beta = 1 the reverse KL (reverse_kl), as in
+    """beta = 0 is the forward KL (forward_kl), beta = 1 the reverse KL (reverse_kl), as in
     TRL's GKDTrainer; a middle value matches the unchunked float64 definition to 1e-6."""
     torch.manual_seed(11)
     s, t = torch.randn(2, B, T, V, dtype=torch.float64)
     mask = random_mask()
-    fkl, _ = soft_label_kl(s, t, mask)
+    fkl, _ = forward_kl(s, t, mask)
     rkl, _ = reverse_kl(s, t, mask)
     assert jsd_loss(s, t, mask, beta=0.0)[0].item() == pytest.approx(fkl.item(), abs=1e-12)
     assert jsd_loss(s, t, mask, beta=1.0)[0].item() == pytest.approx(rkl.item(), abs=1e-12)
@@ -136,7 +136,7 @@ def test_jsd_near_each_end_leads_with_that_ends_kl():
     s, t = torch.randn(2, 2, 3, 6, dtype=torch.float64)
     mask = torch.ones(2, 3)
     d = 1e-6
-    fkl, rkl = soft_label_kl(s, t, mask)[0].item(), reverse_kl(s, t, mask)[0].item()
+    fkl, rkl = forward_kl(s, t, mask)[0].item(), reverse_kl(s, t, mask)[0].item()
     assert jsd_loss(s, t, mask, beta=d)[0].item() / d == pytest.approx(fkl, rel=1e-3)
     assert jsd_loss(s, t, mask, beta=1 - d)[0].item() / d == pytest.approx(rkl, rel=1e-3)
 
@@ -232,19 +232,19 @@ def test_a_cure_not_chosen_is_not_computed_and_the_exact_kl_is_always_logged(tea
     scores = routing.score(bank, rollout, route, k=8)
     exact = reverse_kl(logits, scores.logits, rollout.completion_mask)[1]["kl"]
     calls = []
-    real = {"soft_label_kl": distill.soft_label_kl, "jsd_loss": distill.jsd_loss}
+    real = {"forward_kl": distill.forward_kl, "jsd_loss": distill.jsd_loss}
     for name, fn in real.items():
         monkeypatch.setattr(distill, name, lambda *a, _n=name, _f=fn, **k: calls.append(_n) or _f(*a, **k))
     for loss in FORMS:
         _, info = mopd_objective(MOPDConfig(loss=loss, topk=8), logits, rollout, scores)
         torch.testing.assert_close(info["kl"], exact)
     assert calls == []                                         # neither cure ran for the three forms
-    for loss, name in (("fkl", "soft_label_kl"), ("jsd", "jsd_loss")):
+    for loss, name in (("fkl", "forward_kl"), ("jsd", "jsd_loss")):
         calls.clear()
         value, info = mopd_objective(MOPDConfig(loss=loss, topk=8), logits, rollout, scores)
         assert calls == [name]                                 # exactly the chosen one, once
         torch.testing.assert_close(info["kl"], exact)          # the exact reverse KL beside it
-    fkl = soft_label_kl(logits, scores.logits, rollout.completion_mask)[0]
+    fkl = forward_kl(logits, scores.logits, rollout.completion_mask)[0]
     assert mopd_objective(MOPDConfig(loss="fkl", topk=8), logits, rollout, scores)[0].item() == pytest.approx(fkl.item())
 
 

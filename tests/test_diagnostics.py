@@ -13,7 +13,7 @@ import torch
 from mopd_mini import AdapterBank, MOPDConfig, plots, runs, train_student
 from mopd_mini.diagnostics import GRAD_NORMS, form_of, grad_norms, mean_over, off_support_mass, stuck_mask
 from mopd_mini.distill import StuckWarning
-from mopd_mini.losses import jsd_loss, log_softmax_at, pg_loss, reverse_kl, soft_label_kl, topk_reverse_kl
+from mopd_mini.losses import jsd_loss, log_softmax_at, pg_loss, reverse_kl, forward_kl, topk_reverse_kl
 
 # ------------------------------------------------------------------------------- hand-built pairs
 
@@ -180,7 +180,7 @@ def autograd_norms(loss_of, z_S, mask):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("shape", [(2, 3, 7), (3, 5, 40), (1, 4, 1000)])
 def test_closed_form_norms_match_autograd_of_the_losses(dtype, shape):
-    """Each form against torch.autograd.grad of the library's loss (reverse_kl, soft_label_kl,
+    """Each form against torch.autograd.grad of the library's loss (reverse_kl, forward_kl,
     pg_loss on log_softmax_at with its clipped advantage, topk_reverse_kl with and without the
     correction): equal to 1e-5 (fp32) / 1e-10 (fp64), and 0 outside the mask."""
     z_S, z_T, mask, ids, topk_ids, topk_lp = random_case(*shape, dtype, seed=sum(shape))
@@ -190,7 +190,7 @@ def test_closed_form_norms_match_autograd_of_the_losses(dtype, shape):
         _, pg_info = pg_loss(log_softmax_at(z_S, ids[..., None])[..., 0], lp_T, mask, clip=2.0)
     want = {
         "kl": autograd_norms(lambda z: reverse_kl(z, z_T, mask)[0], z_S, mask),
-        "fkl": autograd_norms(lambda z: soft_label_kl(z, z_T, mask)[0], z_S, mask),
+        "fkl": autograd_norms(lambda z: forward_kl(z, z_T, mask)[0], z_S, mask),
         "pg": autograd_norms(lambda z: pg_loss(log_softmax_at(z, ids[..., None])[..., 0], lp_T, mask, clip=2.0)[0],
                              z_S, mask),
         "topk": autograd_norms(lambda z: topk_reverse_kl(z, topk_ids, topk_lp, mask)[0], z_S, mask),

@@ -351,14 +351,14 @@ def test_sft_loss_matches_loops_and_its_gradient():
 
 
 @pytest.mark.parametrize("chunk_size", [1, 3, None])
-def test_soft_label_kl_matches_naive_and_reaches_zero_at_the_teacher(chunk_size):
-    from mopd_mini.losses import soft_label_kl
+def test_forward_kl_matches_naive_and_reaches_zero_at_the_teacher(chunk_size):
+    from mopd_mini.losses import forward_kl
     torch.manual_seed(8)
     s, t = torch.randn(2, B, T, V, dtype=torch.float64)
     mask = random_mask()
     s.requires_grad_()
     t.requires_grad_()
-    loss, info = soft_label_kl(s, t, mask, chunk_size=chunk_size)
+    loss, info = forward_kl(s, t, mask, chunk_size=chunk_size)
     loss.backward()
     s_ref = s.detach().clone().requires_grad_()
     ref_loss, ref_kl = naive_forward_kl(s_ref, t.detach(), mask)
@@ -368,21 +368,21 @@ def test_soft_label_kl_matches_naive_and_reaches_zero_at_the_teacher(chunk_size)
     torch.testing.assert_close(s.grad, s_ref.grad)
     assert t.grad is None
     assert torch.all(info["kl"] >= -1e-12)
-    zero, _ = soft_label_kl(t.detach() + 3.0, t.detach(), mask)   # a shift of the logits is the same p
+    zero, _ = forward_kl(t.detach() + 3.0, t.detach(), mask)   # a shift of the logits is the same p
     assert abs(zero.item()) < 1e-12
     # forward, not reverse: the two differ on asymmetric distributions
     assert not torch.allclose(loss, reverse_kl(s.detach(), t.detach(), mask)[0])
 
 
-def test_soft_label_kl_gradcheck_and_teacher_zeros():
+def test_forward_kl_gradcheck_and_teacher_zeros():
     """Finite differences agree; a teacher with p_T(v) = 0 on some tokens (logit -inf) is fine."""
-    from mopd_mini.losses import soft_label_kl
+    from mopd_mini.losses import forward_kl
     torch.manual_seed(9)
     s = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
     t = torch.randn(2, 3, 4, dtype=torch.float64)
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 1.0]])
-    assert torch.autograd.gradcheck(lambda s: soft_label_kl(s, t, mask, chunk_size=2)[0], (s,))
+    assert torch.autograd.gradcheck(lambda s: forward_kl(s, t, mask, chunk_size=2)[0], (s,))
     t[..., 0] = -math.inf
-    loss, _ = soft_label_kl(s, t, mask)
+    loss, _ = forward_kl(s, t, mask)
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(s.grad).all()

@@ -8,7 +8,7 @@ import torch
 
 import factworld
 from mopd_mini import AdapterBank, runs
-from mopd_mini.losses import sft_loss, soft_label_kl
+from mopd_mini.losses import sft_loss, forward_kl
 from mopd_mini.offline import OfflineConfig, batch_indices, collect, train_offline
 from mopd_mini.rollout import completion_logits, pack, sample
 from mopd_mini import routing
@@ -99,7 +99,7 @@ def test_offline_student_learns_its_own_objective(offline_bank, loss):
             if loss == "sft":
                 return sft_loss(logits, packed.completion_ids, packed.completion_mask)[0].item()
             teacher = routing.score(bank, packed, cfg.route, k=1).logits
-            return soft_label_kl(logits, teacher, packed.completion_mask)[0].item()
+            return forward_kl(logits, teacher, packed.completion_mask)[0].item()
 
     at_base = objective("base")
     run = train_offline(bank, cfg, data)
