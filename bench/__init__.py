@@ -19,8 +19,6 @@ docs/benchmarks.md, each its own section (`python -m tools.run_all` runs them al
     common           side-by-side timing, peak memory, the steps compared, the page's sections
 
 Each script runs alone (`python -m bench.<name>`) and rewrites only its own section of the page.
-The studies live in studies/, the tools in tools/; bench/<name>.py for each module that left
-(study, baselines, matched, ablations, regimes, teacher_headroom, results; bad_inputs, notebook_soak,
-check_verl, verl_export_tiny, run_all, findings) is an alias (bench/_moved.py) that keeps
-`python -m bench.<name>`, the command the pages quote, working.
+bench/ holds benchmarks only: the studies live in studies/ (`python -m studies.<name>`), the tools
+in tools/ (`python -m tools.<name>`); tests/bench/test_quoted_homes.py checks no page quotes one under bench/.
 """

@@ -391,7 +391,8 @@ HEADER = """# Benchmarks
 
 How fast the course is on a small CPU (every time here was measured on 2-core servers, not on a
 laptop), and whether it fits one consumer GPU with Qwen3-1.7B. Everything on this page is written by the scripts in `bench/` (`make bench`, or
-`python -m bench.run_all`; each script also runs alone and rewrites only its own section).
+`python -m tools.run_all`; each script also runs alone and rewrites only its own section). A section
+measured before 2026-12-06 may say it ran as part of `bench.run_all`: the module is now `tools.run_all`.
 
 Every figure is a **ratio measured side by side in one run**: the machines are shared and noisy,
 so the two things compared are timed alternately (A, B, A, B, ...; the order rotates each

@@ -1,4 +1,4 @@
-"""Three studies that question MOPD, as plain functions (bench/ablations.py runs them for 3 seeds
+"""Three studies that question MOPD, as plain functions (studies/ablations.py runs them for 3 seeds
 and writes docs/ablations.md; notebook 06 runs them for one seed).
 
     bank, other = ablation_banks()                       # the course base, and a base of another origin
@@ -23,7 +23,7 @@ seed, so one bank holds every seed's runs, and runs/<experiment>/ reloads finish
 `summary(results)` gives the numbers notebook 06 prints and the figures draw (`mean_accuracy`,
 `round1_normalised`, mean and sample std over seeds); what only the 3-seed study runs (its own
 arms: the round-1 control and UCMOPD's own setting; the origin verdicts; the paired per-seed
-intervals) lives in bench/ablations.py.
+intervals) lives in studies/ablations.py.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from .ucmopd import Endorsement, GoldenGain
 
 OTHER = "teacher_binding_other"  # the foreign binding teacher's name in the course bank
 OTHER_TEACHER = {"steps": 400, "lr": 2e-3}
-"""The other base's binding teacher: GRPO with the binding recipe bench/teacher_headroom.py chose
+"""The other base's binding teacher: GRPO with the binding recipe studies/teacher_headroom.py chose
 on validation (docs/teachers.md: 400 steps at lr 2e-3, against the course preset's 200 at 1e-3), meant
 to make it stronger than the course's own binding teacher, as the paper's foreign teacher was (one
 seed of each teacher in docs/ablations.md: higher there, not shown stronger by any interval). The course's teachers keep the preset."""

@@ -30,8 +30,8 @@ FIGURES = DOCS / "figures"
 EXPERIMENT = "results"
 TRAIN_L = {"binding": (16,), "recall": (16,)}      # the evaluated length that is also a train length
 HELD_OUT = {"binding": (24, 32), "recall": (24,)}  # never trained on
-PAGE_COMMAND = "python -m bench.results"
-"""the command the page says wrote it (the study's old path, kept as an alias of studies.results)"""
+PAGE_COMMAND = "python -m studies.results"
+"""the command the page says wrote it (the study that trains its runs)"""
 
 
 def page_machine() -> str:

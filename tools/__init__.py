@@ -12,6 +12,5 @@
     jupyterlab_check  the course's widgets driven in a real JupyterLab in Chromium (Playwright; not CI)
 
 verl-requirements.txt pins what `make check-verl` installs into .venv-verl beside verl.
-Each runs alone (`python -m tools.<name>`; check_verl as `python tools/check_verl.py`);
-`python -m bench.<name>` still works for the ones that lived in bench/ (an alias there).
+Each runs alone (`python -m tools.<name>`; check_verl as `python tools/check_verl.py`).
 """

@@ -5,7 +5,7 @@
 
 Notebooks 05b, 06 and 07 draw their widgets from that file (mopd_mini.evidence), and 05b's section 1
 its figures (docs/baselines.json trimmed), so an installed package, which has no docs/, has them too. The matched study's comparisons are taken from the
-study's own code (bench.matched.family: paired 95% t-intervals, Holm-adjusted over the registered
+study's own code (studies.matched.family: paired 95% t-intervals, Holm-adjusted over the registered
 family), so the widget shows the decisions the page prints; tests/tools/test_course_data.py runs --check.
 """
 

@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="smallest sizes, print only (what the smoke test runs)")
     args = p.parse_args(argv)
     keys = args.only or list(BENCHMARKS)
-    common.RUN_BY = command("bench.run_all", argv)
+    common.RUN_BY = command("tools.run_all", argv)
     if not args.quick and not args.only:
         reset_doc()
     failed = []

@@ -1,4 +1,4 @@
-"""bench.matched --cures, docs/regimes.md's course-setting check of the stuck student's cures: the
+"""studies.matched --cures, docs/regimes.md's course-setting check of the stuck student's cures: the
 smoke path (--quick --no-write, seconds of training) trains exact KL and the four cures through the
 study runner, the decision is Holm over the four cures by H2b.1's rule, and the section lands in
 regimes.md's Results beside the matched sweep's JSON without touching either's other contents."""
@@ -17,7 +17,7 @@ def matched(monkeypatch, tmp_path):
     monkeypatch.delenv("MOPD_FAST", raising=False)
     runs = importlib.import_module("mopd_mini.runs")
     monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "runs")
-    return importlib.import_module("bench.matched")
+    return importlib.import_module("studies.matched")
 
 
 def test_cures_quick_trains_every_method_through_the_runner(matched, capsys):
@@ -74,7 +74,7 @@ def made_up(diffs: dict[str, list[float]], n_seeds: int = 5) -> dict:
             "chosen": {m: {"lr": 1e-3} for m in rows}, "teacher_sha256": {"binding": "a" * 64, "recall": "b" * 64},
             "refs": {"test": {f"teacher_{d}": {d: {"16": 0.7}} for d in ("binding", "recall")}},
             "plan": {"student_steps": 300, "per_domain": 8, "val_n": 300, "test_n": 500},
-            "command": "python -m bench.matched --T 200 --seeds 0 1 2 3 4 --cures", "date": "2026-12-04 00:00 UTC",
+            "command": "python -m studies.matched --T 200 --seeds 0 1 2 3 4 --cures", "date": "2026-12-04 00:00 UTC",
             "machine": {"cpu": "Some CPU", "cores": 2, "memory_gb": 8, "gpu": None, "torch": "t", "transformers": "x",
                         "peft": "p", "python": "3", "threads": 1}}
 

@@ -1,4 +1,4 @@
-"""bench.regimes' arm 2b on the one study runner, end to end: a smoke run (a few steps, seed 0,
+"""studies.regimes' arm 2b on the one study runner, end to end: a smoke run (a few steps, seed 0,
 a temporary folder) records every method at its chosen setting and renders the arm's section; the
 same records, given five seeds' values by hand, go through the registered rules: gate G2b on every
 seed (a failing seed excluded), H2b.1 and H2b.3 decided by Holm over their family of 5, H2b.2's
@@ -64,7 +64,7 @@ def test_arm2b_runs_on_the_runner_and_renders_its_registered_tables(monkeypatch,
     monkeypatch.delenv("MOPD_FAST", raising=False)
     runs = importlib.import_module("mopd_mini.runs")
     monkeypatch.setattr(runs, "RUNS_DIR", tmp_path / "runs")
-    regimes = importlib.import_module("bench.regimes")
+    regimes = importlib.import_module("studies.regimes")
     docs = [regimes.DOCS / "regimes.md", regimes.DOCS / "regimes.json"]
     before = _digest(docs)
     out = tmp_path / "docs"

@@ -1,4 +1,4 @@
-"""bench/study.py's pieces for studies whose jobs are records (bench.regimes): the locked store
+"""studies/study.py's pieces for studies whose jobs are records (studies.regimes): the locked store
 writes back what it read byte for byte, a job is claimed once, a gate read on every seed, the
 stuck-share rows, and Holm over a family whose rules read other thresholds than 0."""
 
@@ -7,7 +7,7 @@ import json
 
 from mopd_mini import stats
 
-study = importlib.import_module("bench.study")
+study = importlib.import_module("studies.study")
 
 
 def test_the_store_round_trips_and_adds_no_empty_section(tmp_path):
