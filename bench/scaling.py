@@ -506,7 +506,8 @@ def report_length(res: dict, args, argv) -> tuple[str, dict, dict]:
 
 def batch_curve(args) -> dict:
     from mopd_mini import GRPOConfig, MOPDConfig, train_student, train_teacher
-    from mopd_mini.offline import Collected, OfflineConfig, train_offline
+    from mopd_mini.config import OfflineConfig
+    from mopd_mini.offline import Collected, train_offline
 
     from .trainer_step import per_step
 

@@ -32,7 +32,7 @@ import torch
 
 import mopd_mini
 from mopd_mini import diagnostics, routing
-from mopd_mini.distill import MOPDConfig
+from mopd_mini.config import MOPDConfig
 from mopd_mini.domains import get_domains
 from mopd_mini.losses import masked_mean
 from mopd_mini.rollout import token_logprobs

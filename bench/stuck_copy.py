@@ -28,7 +28,8 @@ import torch
 
 import mopd_mini
 from mopd_mini import MOPDConfig, lab, train_student
-from mopd_mini.offline import OfflineConfig, gold, train_offline
+from mopd_mini.config import OfflineConfig
+from mopd_mini.offline import gold, train_offline
 from mopd_mini.runs import RUNS_DIR
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -51,14 +51,15 @@ def _load_all() -> None:
     global QWEN3_ID, QWEN3_RANDOM, TINY, load_base, generate_answers, sample, OfflineConfig, collect, train_offline
     from . import losses
     from .adapters import BASE, AdapterBank, LoraSettings
-    from .distill import MOPDConfig, train_student
+    from .config import GRPOConfig, MOPDConfig, OfflineConfig
+    from .distill import train_student
     from .domains import DOMAINS, Domain, get_domains
     from .evaluation import evaluate, format_scores, format_table, normalised_scores  # the function, not the module
-    from .grpo import GRPOConfig, train_teacher
+    from .grpo import train_teacher
     from .models import QWEN3_ID, QWEN3_RANDOM, TINY, load_base
     from .rollout import generate_answers, sample
     from . import cost
-    from .offline import OfflineConfig, collect, train_offline
+    from .offline import collect, train_offline
 
 
 def __getattr__(name: str):

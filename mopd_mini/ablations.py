@@ -35,13 +35,13 @@ import torch
 from . import stats
 from . import routing
 from .adapters import BASE, AdapterBank
-from .distill import MOPDConfig, train_student
+from .config import Endorsement, GoldenGain, GRPOConfig, MOPDConfig
+from .distill import train_student
 from .domains import get_domains
-from .grpo import GRPOConfig, train_teacher
+from .grpo import train_teacher
 from .models import TINY, TINY_OTHER, load_base
 from .rollout import sample
 from .runs import experiment_name, fast_or
-from .ucmopd import Endorsement, GoldenGain
 
 OTHER = "teacher_binding_other"  # the foreign binding teacher's name in the course bank
 OTHER_TEACHER = {"steps": 400, "lr": 2e-3}

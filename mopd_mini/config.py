@@ -8,14 +8,17 @@
 Each is a plain dataclass: the string under a field is its documentation (and the command line's
 help for its flag, `mopd_mini.cli`), `for_model` gives a model size's preset (MOPD_FAST=1: the CI
 mode's), `check()` refuses a setting the trainer cannot use with a ValueError naming the field.
-Nothing here imports torch, so `mopd-mini <command> --help` builds its flags without it; the
-trainers' modules import these and re-export them (`from mopd_mini.distill import MOPDConfig`).
+Nothing here imports torch, so `mopd-mini <command> --help` builds its flags without it. The classes'
+one public path is this module (and the package: `from mopd_mini import MOPDConfig`); their old paths
+in the trainers' modules (`from mopd_mini.distill import MOPDConfig`) still work for one release, with a
+DeprecationWarning (`old_paths`).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -540,3 +543,15 @@ class OfflineConfig:
     @property
     def route(self) -> dict[str, str]:
         return {d: (self.teachers or {}).get(d, TEACHER_OF.format(d)) for d in self.domains}
+
+
+def old_paths(module: str, names: tuple[str, ...]):
+    """The module-level `__getattr__` of a module the config classes `names` used to be imported from:
+    it gives this module's class with a DeprecationWarning (for one release), and refuses any other name."""
+    def __getattr__(name: str):
+        if name in names:
+            warnings.warn(f"importing {name} from {module} is deprecated and will be removed in the next release: "
+                          f"import it from mopd_mini.config (or mopd_mini)", DeprecationWarning, stacklevel=2)
+            return globals()[name]
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    return __getattr__

@@ -70,15 +70,17 @@ from .ucmopd import (endorsement_mask, entropy, golden_gain_keep,
                      positive_advantage_density)
 from .runs import Run, adamw, guarded_step, teacher_manifest, train_mode
 from .validate import guarded
-# the config and its UCMOPD options live in the torch-free config module; importable from here as before
-from .config import FORMS, LOSSES, PREFIXES, Endorsement, GoldenGain, MOPDConfig  # noqa: F401
+from . import config  # the config and its UCMOPD options live in the torch-free config module
+from .config import FORMS, LOSSES, PREFIXES  # noqa: F401
+
+__getattr__ = config.old_paths(__name__, ("MOPDConfig", "GoldenGain", "Endorsement"))  # their old path, one release
 
 # ---------------------------------------------------------------------------------------------
 # the objective: every form of the per-token reverse KL, from one student forward
 # ---------------------------------------------------------------------------------------------
 
 
-def mopd_objective(cfg: MOPDConfig, student_logits, rollout: Rollout, teacher: routing.TeacherScores,
+def mopd_objective(cfg: config.MOPDConfig, student_logits, rollout: Rollout, teacher: routing.TeacherScores,
                    loss_mask=None, pg_weight=None):
     """The chosen loss (with grad) and the per-token tensors of all three forms (for logging).
 
@@ -126,7 +128,7 @@ def mopd_objective(cfg: MOPDConfig, student_logits, rollout: Rollout, teacher: r
 
 
 @torch.no_grad()
-def stuck_info(cfg: MOPDConfig, student_logits, rollout: Rollout, teacher: routing.TeacherScores,
+def stuck_info(cfg: config.MOPDConfig, student_logits, rollout: Rollout, teacher: routing.TeacherScores,
                student_logprobs, advantage, student_topk_mass) -> dict:
     """The stuck detector's per-token tensors (docs/stuck.md; `diagnostics` has the maths), all (B, C):
     `stuck` (1.0 where p_S(y) > stuck_p and log p_T(y) < stuck_teacher_logp), `grad_norm` (the trained
@@ -180,7 +182,7 @@ def stuck_metrics(info: dict, idx, mask, d: str) -> dict:
     return row
 
 
-def ucmopd_objective(cfg: MOPDConfig, step: int, student_logits, rollout: Rollout,
+def ucmopd_objective(cfg: config.MOPDConfig, step: int, student_logits, rollout: Rollout,
                      teacher: routing.TeacherScores, anchors: int):
     """mopd_objective on the tokens UCMOPD keeps: (loss, info, per-domain metrics).
 
@@ -232,7 +234,7 @@ def ucmopd_objective(cfg: MOPDConfig, step: int, student_logits, rollout: Rollou
 # ---------------------------------------------------------------------------------------------
 
 
-def on_policy(cfg: MOPDConfig, step: int) -> bool:
+def on_policy(cfg: config.MOPDConfig, step: int) -> bool:
     """Whether this step trains on the student's own samples: always at lmbda = 1 (no draw), else a
     Bernoulli(lmbda) draw from its own seeded stream, one per step and apart from the sampler's
     generator, so a resumed run draws exactly what the uninterrupted one did."""
@@ -243,7 +245,7 @@ def on_policy(cfg: MOPDConfig, step: int) -> bool:
 
 
 @torch.no_grad()
-def off_policy_rollout(bank: AdapterBank, cfg: MOPDConfig, examples: list,
+def off_policy_rollout(bank: AdapterBank, cfg: config.MOPDConfig, examples: list,
                        generator: torch.Generator) -> tuple[Rollout, dict]:
     """An off-policy step's trajectories and what making them cost.
 
@@ -288,7 +290,7 @@ def token_names(tokenizer, ids: list[int]) -> list[str]:
 
 
 @torch.no_grad()
-def track(bank: AdapterBank, cfg: MOPDConfig, examples: list, step: int) -> list[dict]:
+def track(bank: AdapterBank, cfg: config.MOPDConfig, examples: list, step: int) -> list[dict]:
     """Sample the tracked prompts from the current student and record every token's KL, advantage,
     reverse-KL gradient norm and stuck flag (diagnostics). Uses its own generator, so tracking never
     changes the training run."""
@@ -316,7 +318,7 @@ def track(bank: AdapterBank, cfg: MOPDConfig, examples: list, step: int) -> list
 
 
 @guarded
-def train_student(bank: AdapterBank, cfg: MOPDConfig) -> Run:
+def train_student(bank: AdapterBank, cfg: config.MOPDConfig) -> Run:
     """Create (or resume) the student adapter and distil every domain's teacher into it."""
     cfg.check()
     domains = get_domains(cfg.domains)
@@ -427,7 +429,7 @@ REMEDIES = ('the on-policy forward KL (loss="fkl"), the generalised JSD (loss="j
             'matching, or top_p on the student\'s rollouts (MOPDConfig options; docs/stuck.md)')
 
 
-def warn_if_stuck(run: Run, cfg: MOPDConfig) -> list[dict]:
+def warn_if_stuck(run: Run, cfg: config.MOPDConfig) -> list[dict]:
     """After a step is logged: warn (StuckWarning) and record it in `run.warnings` (checkpoint.pt and
     warnings.json) when a domain's stuck_share has been above cfg.stuck_warn_share for the last
     cfg.stuck_window logged steps; at most once per domain and run. Read from `run.metrics`, which a

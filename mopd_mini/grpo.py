@@ -38,11 +38,13 @@ from .losses import group_advantages, policy_gradient_loss
 from .rollout import check_budget, completion_logits, prefill_reusable, sample, token_logprobs
 from .runs import Run, adamw, guarded_step, train_mode
 from .validate import guarded
-from .config import GRPOConfig  # noqa: F401  (the config lives in the torch-free config module; importable from here)
+from . import config  # the config lives in the torch-free config module
+
+__getattr__ = config.old_paths(__name__, ("GRPOConfig",))  # its old path, one release
 
 
 @guarded
-def train_teacher(bank: AdapterBank, cfg: GRPOConfig) -> Run:
+def train_teacher(bank: AdapterBank, cfg: config.GRPOConfig) -> Run:
     """Create (or copy from `cfg.init_from`, or resume) the adapter and train it with GRPO on
     `cfg.domain` (one domain: a teacher; several: Mix-RL)."""
     cfg.check()

@@ -38,7 +38,8 @@ from pathlib import Path
 
 import torch
 
-from .distill import MOPDConfig, train_student
+from .config import MOPDConfig
+from .distill import train_student
 from .losses import jsd_loss, pg_loss, reverse_kl, forward_kl, topk_reverse_kl
 
 LR = 3e-3
@@ -228,7 +229,7 @@ def _jsonable(x):
 def grid_config() -> dict:
     """What the grid is made with, as JSON holds it: the axes, the student's short-run config (tiny
     model, full mode) and the teachers' configs. The committed file must carry exactly this."""
-    from .grpo import GRPOConfig
+    from .config import GRPOConfig
 
     return _jsonable({"grid": GRID, "steps": STEPS, "lr": LR, "student": asdict(lab_config(STEPS, "tiny", LR)),
                       "teachers": {d: asdict(GRPOConfig(domain=d)) for d in MOPDConfig().domains}})
@@ -726,7 +727,8 @@ def main(argv=None) -> None:
         raise SystemExit("the grid is made in the full mode: unset MOPD_FAST (its teachers are the full ones)")
     torch.set_num_threads(1)
     from . import AdapterBank, load_base
-    from .grpo import GRPOConfig, train_teacher
+    from .config import GRPOConfig
+    from .grpo import train_teacher
 
     base, tokenizer = load_base("tiny")
     bank = AdapterBank(base, tokenizer)

@@ -61,9 +61,11 @@ from .losses import sft_loss, forward_kl
 from .rollout import completion_logits, pack, sample
 from . import runs
 from .runs import Run, adamw, guarded_step
-# the config lives in the torch-free config module; importable from here as before
-from .config import KEEP, OfflineConfig  # noqa: F401
+from . import config  # the config lives in the torch-free config module
+from .config import KEEP  # noqa: F401
 from .config import OFFLINE_LOSSES as LOSSES  # noqa: F401
+
+__getattr__ = config.old_paths(__name__, ("OfflineConfig",))  # its old path, one release
 
 # ---------------------------------------------------------------------------------------------
 # the teachers' samples
@@ -107,7 +109,7 @@ class Collected:
                    [r["correct"] for r in rows], d["cost"], d["seconds"])
 
 
-def gold(tokenizer, cfg: OfflineConfig) -> Collected:
+def gold(tokenizer, cfg: config.OfflineConfig) -> Collected:
     """The generator's own answers as a `Collected`: for every domain, its first
     `prompts_per_domain` training prompts (the prompts `collect` samples), each ONCE with its gold
     completion (the answer's tokens and the end of turn; for a trace domain, chain, the worked
@@ -129,7 +131,7 @@ def gold(tokenizer, cfg: OfflineConfig) -> Collected:
     return out
 
 
-def _collect_key(bank: AdapterBank, cfg: OfflineConfig) -> str:
+def _collect_key(bank: AdapterBank, cfg: config.OfflineConfig) -> str:
     """What the collected set depends on: the teachers' weights and the sampling settings."""
     h = hashlib.sha256()
     for d, teacher in sorted(cfg.route.items()):
@@ -160,7 +162,7 @@ def read_cache(path: Path, rows: int) -> Collected | None:
 
 @guarded
 @torch.no_grad()
-def collect(bank: AdapterBank, cfg: OfflineConfig) -> Collected:
+def collect(bank: AdapterBank, cfg: config.OfflineConfig) -> Collected:
     """Each domain's teacher samples K completions of each of its first `prompts_per_domain`
     training prompts; every sample is graded. Cached on disk (see the module docstring)."""
     cfg.check()
@@ -216,7 +218,7 @@ def batch_indices(n: int, batch_size: int, step: int, seed: int) -> list[int]:
 
 
 @guarded
-def train_offline(bank: AdapterBank, cfg: OfflineConfig, data: Collected | None = None) -> Run:
+def train_offline(bank: AdapterBank, cfg: config.OfflineConfig, data: Collected | None = None) -> Run:
     """Create (or resume) a fresh student adapter and train it on the teachers' kept samples of
     every domain, by cross-entropy (sft) or by the forward KL from the routed teacher (soft)."""
     cfg.check()

@@ -179,8 +179,8 @@ def sample(model, tokenizer, examples: list, *, temperature: float = 1.0, greedy
            max_new_tokens: int = 8, generator: torch.Generator | None = None, top_p: float = 1.0,
            grad_prefill: bool = False, min_new_tokens: int = 0, **forward_kwargs) -> Rollout:
     """One completion per example from `model` as it is now (its active adapter):
-    y_t ~ softmax(logits_t / temperature), no truncation; `greedy` takes the argmax instead.
-    `top_p` < 1 truncates to the nucleus (UCMOPD's exploration samples, and MOPDConfig.top_p where a
+    y_t ~ softmax(logits_t / temperature), untruncated at the default top_p=1; `greedy` takes the argmax
+    instead. `top_p` < 1 truncates to the nucleus (UCMOPD's exploration samples, and MOPDConfig.top_p where a
     run sets it; 1 by default); `sample_logprobs` are then those of the truncated, renormalised distribution.
     `forward_kwargs` go to every forward (e.g. peft's `adapter_names` for a mixed batch).
 

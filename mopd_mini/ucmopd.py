@@ -36,7 +36,9 @@ import torch
 from torch import Tensor
 
 from .losses import CHUNK_ELEMENTS, _check_shapes
-from .config import Endorsement, GoldenGain  # noqa: F401  (the options live with MOPDConfig in the torch-free config module)
+from . import config  # the options GoldenGain and Endorsement live with MOPDConfig in the torch-free config module
+
+__getattr__ = config.old_paths(__name__, ("GoldenGain", "Endorsement"))  # their old path, one release
 
 
 def positive_advantage_density(advantages: Tensor, mask: Tensor) -> Tensor:

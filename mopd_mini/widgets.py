@@ -35,7 +35,7 @@ from ipywidgets import (HTML, Button, Checkbox, Dropdown, FloatSlider, HBox, Ima
                         ToggleButtons, VBox, interact)
 
 from . import evidence, lab, plots
-from .distill import MOPDConfig
+from .config import MOPDConfig
 
 
 CLIP = MOPDConfig().clip

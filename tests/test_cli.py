@@ -347,7 +347,7 @@ def test_dict_and_option_fields_parse_from_words():
     import argparse
     from mopd_mini import MOPDConfig
     from mopd_mini.cli import add_config_flags, config_values
-    from mopd_mini.ucmopd import Endorsement, GoldenGain
+    from mopd_mini.config import Endorsement, GoldenGain
     parser = argparse.ArgumentParser()
     add_config_flags(parser, MOPDConfig)
     values = config_values(MOPDConfig, parser.parse_args(

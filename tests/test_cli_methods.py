@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file
 
 from mopd_mini import cli, runs
-from mopd_mini.ucmopd import GoldenGain
+from mopd_mini.config import GoldenGain
 
 ROOT = Path(__file__).resolve().parents[1]
 GRPO = ["--steps", "2", "--prompts-per-step", "2", "--group-size", "2", "--eval-every", "2", "--eval-n", "2",

@@ -19,7 +19,8 @@ import torch
 
 import factworld
 from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, cost, runs, train_student, train_teacher
-from mopd_mini.offline import OfflineConfig, batch_indices, collect, train_offline
+from mopd_mini.config import OfflineConfig
+from mopd_mini.offline import batch_indices, collect, train_offline
 from mopd_mini.rollout import chat_prompt, eos_ids, pack
 
 
@@ -173,7 +174,7 @@ def test_ucmopd_golden_gain_counts_both_samplings_by_hand(teacher_bank, monkeypa
     distinct prompts' tokens; the teachers score and the student trains every row of both (no
     prefill once: two passes)."""
     from mopd_mini import distill
-    from mopd_mini.ucmopd import GoldenGain
+    from mopd_mini.config import GoldenGain
     seen = capture(monkeypatch, distill)
     m = 2
     run = train_student(teacher_bank, MOPDConfig(steps=2, prompts_per_domain=2, topk=4, eval_every=0, track_steps=(),

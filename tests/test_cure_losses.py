@@ -220,7 +220,8 @@ def test_support_matching_matches_reference_and_ignores_the_mass_off_the_set():
 def test_a_cure_not_chosen_is_not_computed_and_the_exact_kl_is_always_logged(teacher_bank, mixed_examples,
                                                                              monkeypatch):
     from mopd_mini import distill, routing
-    from mopd_mini.distill import FORMS, MOPDConfig, mopd_objective
+    from mopd_mini.config import MOPDConfig
+    from mopd_mini.distill import FORMS, mopd_objective
     from mopd_mini.rollout import completion_logits, sample
     from mopd_mini.evaluation import TEACHER_OF
     bank = teacher_bank
@@ -258,15 +259,14 @@ def test_a_cure_not_chosen_is_not_computed_and_the_exact_kl_is_always_logged(tea
     (dict(loss="jsd2"), ("fkl", "jsd")),
 ])
 def test_check_refuses_bad_cure_settings(bad, words):
-    from mopd_mini.distill import MOPDConfig
+    from mopd_mini.config import MOPDConfig
     with pytest.raises(ValueError) as err:
         MOPDConfig(**bad).check()
     assert all(w in str(err.value) for w in words)
 
 
 def test_off_policy_steps_need_a_full_distribution_loss_and_no_golden_gain():
-    from mopd_mini.distill import MOPDConfig
-    from mopd_mini.ucmopd import GoldenGain
+    from mopd_mini.config import GoldenGain, MOPDConfig
     with pytest.raises(ValueError, match="golden_gain"):
         MOPDConfig(loss="kl", lmbda=0.5, golden_gain=GoldenGain()).check()
     MOPDConfig(lmbda=1.0, golden_gain=GoldenGain()).check()
@@ -280,7 +280,8 @@ def test_the_lmbda_draw_is_a_seeded_stream_per_step():
     """Bernoulli(lmbda) per step from its own (seed, step) stream: the same on every call (so a
     resumed run draws what the uninterrupted one did), never a draw at lmbda = 1, never on-policy
     at 0, about lmbda of the steps on-policy otherwise, and another seed draws otherwise."""
-    from mopd_mini.distill import MOPDConfig, on_policy
+    from mopd_mini.config import MOPDConfig
+    from mopd_mini.distill import on_policy
     cfg = MOPDConfig(lmbda=0.3, seed=4)
     draws = [on_policy(cfg, s) for s in range(1, 401)]
     assert draws == [on_policy(cfg, s) for s in range(1, 401)]
@@ -294,7 +295,8 @@ def test_off_policy_prefixes_are_the_teachers_samples_or_the_gold(teacher_bank, 
     """lmbda = 0: every step's completions come from each domain's own teacher (sampled with that
     adapter active), or are the gold answers; top_p reaches the student's sampler only."""
     from mopd_mini import distill
-    from mopd_mini.distill import MOPDConfig, train_student
+    from mopd_mini.config import MOPDConfig
+    from mopd_mini.distill import train_student
     seen, real = [], distill.sample
     def spy(model, *a, **k):
         seen.append((model.active_adapter, k.get("top_p", 1.0)))

@@ -24,7 +24,7 @@ from mopd_mini import (GRPOConfig, MOPDConfig, cli, cost, evaluate, generate_ans
 from mopd_mini.adapters import AdapterBank, LoraSettings
 from mopd_mini.domains import Domain
 from mopd_mini.rollout import Rollout, nucleus
-from mopd_mini.ucmopd import GoldenGain
+from mopd_mini.config import GoldenGain
 from mopd_mini.validate import check_call, guard_public, guarded, is_guarded
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,6 +19,7 @@ import pytest
 from mopd_mini.export import tiny_run
 from mopd_mini import MOPDConfig, get_domains
 from mopd_mini import export
+from mopd_mini.export import folder as export_folder, write as export_write  # where the export looks its steps up
 from mopd_mini.adapters import BASE
 from mopd_mini.export import CARRIED, NO_EFFECT, REFUSED, main, read_run
 
@@ -94,10 +95,10 @@ def test_a_non_empty_out_is_refused_and_force_replaces_it_whole(run, exported_a,
     assert after["teachers/binding/model.safetensors"] == before["teachers/recall/model.safetensors"]
     assert leftovers(tmp_path, "out") == []
     if sys.platform == "linux":  # the swap was one atomic step (renameat2), not two renames
-        assert export._exchange(tmp_path / "nothing", tmp_path / "nothing either") is False
+        assert export_folder._exchange(tmp_path / "nothing", tmp_path / "nothing either") is False
         a, b = tmp_path / "a", tmp_path / "b"
         a.mkdir(), b.mkdir(), (a / "x").write_text("a")
-        assert export._exchange(a, b) and (b / "x").read_text() == "a" and not (a / "x").exists()
+        assert export_folder._exchange(a, b) and (b / "x").read_text() == "a" and not (a / "x").exists()
 
 
 @pytest.mark.parametrize("where", ["before the teachers", "during the teachers", "after the teachers",
@@ -128,10 +129,10 @@ def test_a_failed_re_export_leaves_the_old_export_whole(run, exported_a, tmp_pat
     patch = {"before the teachers": ("save_base", fail), "during the teachers": ("merge_teacher", merge_then_fail),
              "after the teachers": ("write_parquet", fail), "at the last file": ("write_yaml", fail)}
     if where == "between the renames":  # where the system cannot swap two folders atomically
-        monkeypatch.setattr(export, "_exchange", lambda a, b: False)
-        monkeypatch.setattr(export.os, "replace", replace_once)
+        monkeypatch.setattr(export_folder, "_exchange", lambda a, b: False)
+        monkeypatch.setattr(export_folder.os, "replace", replace_once)
     else:
-        monkeypatch.setattr(export, *patch[where])
+        monkeypatch.setattr(export_write, *patch[where])
     with pytest.raises(RuntimeError, match="killed"):
         main(["verl", "--run", str(run), "--out", str(out), "--force"] + swapped(run))
     if where == "between the renames":  # the one window: A is whole, aside, under its hidden name
@@ -145,6 +146,7 @@ def test_a_failed_re_export_leaves_the_old_export_whole(run, exported_a, tmp_pat
 SIGKILL_SCRIPT = r"""
 import os, signal, sys
 from mopd_mini import export
+from mopd_mini.export import write   # build() looks merge_teacher and write_yaml up there
 point, argv = sys.argv[1], sys.argv[2:]
 real_merge, calls = export.merge_teacher, []
 def merge(*a, **k):
@@ -153,13 +155,13 @@ def merge(*a, **k):
     if point == "teacher" and len(calls) == 1:   # binding's teacher rewritten: the issue's kill point
         os.kill(os.getpid(), signal.SIGKILL)
     return result
-export.merge_teacher = merge
+write.merge_teacher = merge
 real_yaml = export.write_yaml
 def write_yaml(*a, **k):
     if point == "yaml":
         os.kill(os.getpid(), signal.SIGKILL)
     return real_yaml(*a, **k)
-export.write_yaml = write_yaml
+write.write_yaml = write_yaml
 export.main(argv)
 """
 
@@ -296,7 +298,7 @@ def test_a_read_only_parent_of_out_is_refused_before_any_write(run, tmp_path, mo
     locked = tmp_path / "locked"
     locked.mkdir()
     real = os.access
-    monkeypatch.setattr(export.os, "access", lambda p, mode: Path(p) != locked and real(p, mode))
+    monkeypatch.setattr(export_folder.os, "access", lambda p, mode: Path(p) != locked and real(p, mode))
     with pytest.raises(SystemExit, match=r"cannot write the export beside .*locked/out: .*locked is not a writable"):
         main(["verl", "--run", str(run), "--out", str(locked / "out")])
     assert list(locked.iterdir()) == []

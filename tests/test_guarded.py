@@ -19,7 +19,8 @@ from safetensors.torch import load_file, save_file
 
 from mopd_mini import GRPOConfig, MOPDConfig, cli, grpo, runs, train_student, train_teacher
 from mopd_mini.export import MARKER, main
-from mopd_mini.offline import OfflineConfig, collect
+from mopd_mini.config import OfflineConfig
+from mopd_mini.offline import collect
 from mopd_mini.runs import guarded_step
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -343,7 +344,7 @@ def merge(*a, **k):
     result = real_merge(*a, **k)
     os.kill(os.getpid(), signal.SIGTERM)   # the binding teacher is in the staging folder
     return result
-export.merge_teacher = merge
+export.write.merge_teacher = merge       # build() looks it up in its own module
 export.main(argv)
 """
 
@@ -400,7 +401,7 @@ def test_ctrl_c_in_mopd_mini_export_before_and_after_the_export_is_in_place(run,
     def stop(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(export, "build", stop)
+    monkeypatch.setattr(export.write, "build", stop)   # export_verl looks it up in its own module
     assert cli.main(["export", "verl", "--run", str(run), "--out", str(out)]) == 130
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.strip().splitlines()[-1] == (
@@ -414,7 +415,7 @@ def test_ctrl_c_in_mopd_mini_export_before_and_after_the_export_is_in_place(run,
         real_swap(*a, **k)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(export, "swap_into_place", swap_then_stop)
+    monkeypatch.setattr(export.write, "swap_into_place", swap_then_stop)
     assert cli.main(["export", "verl", "--run", str(run), "--out", str(out)]) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"mopd-mini export: interrupted (Ctrl-C): the export had finished: {out} holds it whole; no staging folder "
@@ -655,9 +656,7 @@ def test_added_fields_take_the_value_a_run_had_before_they_existed():
     import dataclasses
 
     from mopd_mini import runs
-    from mopd_mini.distill import MOPDConfig
-    from mopd_mini.grpo import GRPOConfig
-    from mopd_mini.offline import OfflineConfig
+    from mopd_mini.config import GRPOConfig, MOPDConfig, OfflineConfig
 
     for cls in (MOPDConfig, GRPOConfig, OfflineConfig):
         defaults = {f.name: f.default for f in dataclasses.fields(cls)}

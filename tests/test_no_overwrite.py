@@ -15,7 +15,8 @@ import torch
 from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, load_base, runs, train_student, train_teacher
 from mopd_mini.adapters import atomic_write, check_adapter_name
 from mopd_mini.merge import merge
-from mopd_mini.offline import OfflineConfig, collect, train_offline
+from mopd_mini.config import OfflineConfig
+from mopd_mini.offline import collect, train_offline
 
 
 @pytest.fixture

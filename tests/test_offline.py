@@ -9,7 +9,8 @@ import torch
 import factworld
 from mopd_mini import AdapterBank, runs
 from mopd_mini.losses import sft_loss, forward_kl
-from mopd_mini.offline import OfflineConfig, batch_indices, collect, train_offline
+from mopd_mini.config import OfflineConfig
+from mopd_mini.offline import batch_indices, collect, train_offline
 from mopd_mini.rollout import completion_logits, pack, sample
 from mopd_mini import routing
 

@@ -58,8 +58,9 @@ from mopd_mini.distill import ucmopd_objective  # noqa: E402
 from mopd_mini.losses import reverse_kl, topk_reverse_kl  # noqa: E402
 from mopd_mini.routing import TeacherScores  # noqa: E402
 from mopd_mini.rollout import Rollout, completion_logits, sample  # noqa: E402
-from mopd_mini.ucmopd import (Endorsement, GoldenGain, endorsement_keep_prob, endorsement_mask,  # noqa: E402
-                              entropy, golden_gain_keep, positive_advantage_density)
+from mopd_mini.config import Endorsement, GoldenGain  # noqa: E402
+from mopd_mini.ucmopd import (endorsement_keep_prob, endorsement_mask, entropy, golden_gain_keep,  # noqa: E402
+                              positive_advantage_density)
 
 from tests.conftest import TEACHERS  # noqa: E402
 

@@ -8,8 +8,7 @@ import pytest
 
 from mopd_mini import GRPOConfig, MOPDConfig, cli
 from mopd_mini.export import Layout
-from mopd_mini.offline import OfflineConfig
-from mopd_mini.ucmopd import Endorsement, GoldenGain
+from mopd_mini.config import Endorsement, GoldenGain, OfflineConfig
 from mopd_mini.validate import validate
 
 INF = float("inf")
