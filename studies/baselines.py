@@ -653,7 +653,7 @@ def baselines_report(study_: Study, proto: Protocol, args):
 
 def make_report(bench, proto, args, grid, chosen, seeds_done, val, test, elapsed, rows, curves) -> dict:
     den = scores(test, "teacher_binding", args.n)
-    return {"command": command("bench.baselines", args.argv), "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    return {"command": command("studies.baselines", args.argv), "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "elapsed_s": elapsed, "protocol": {**proto.__dict__, "test_n": args.n, "seeds_done": seeds_done,
                                                "teacher": {d: {"steps": c.steps, "lr": c.lr, "seed": c.seed}
                                                            for d, c in bench.teacher_cfg.items()},

@@ -850,7 +850,7 @@ def run_check(args, plan: Plan, Ts: tuple, argv, check: Check) -> dict:
     if not args.no_write:
         target = check_target(out, Ts, check)
         rep["by_T"] = {str(T): target["by_T"][str(T)] for T in Ts}
-    cmd, where = command("bench.matched", argv), machine()
+    cmd, where = command("studies.matched", argv), machine()
     for T in Ts:
         declared_ = check.declare(plan, T, args.quick)
 
@@ -1085,7 +1085,7 @@ def main(argv=None):
         return run_check(args, plan, Ts, argv, check)
     out = Path(args.out)
     saved = out / "matched.json"
-    rep = {"command": command("bench.matched", argv), "machine": machine(), "plan": {**asdict(plan), "Ts": list(Ts)},
+    rep = {"command": command("studies.matched", argv), "machine": machine(), "plan": {**asdict(plan), "Ts": list(Ts)},
            "flops_formula": cost.FORMULA, "by_T": {}}
     if not args.no_write and saved.exists() and not args.quick:   # resume: keep every T already reported,
         rep["by_T"] = json.loads(saved.read_text()).get("by_T", {})  # those this command does not run included

@@ -104,7 +104,7 @@ def teacher_depths(args) -> dict:
             print(f"SFT teacher, {steps} steps, seed 0, val (100 a depth): " + "; ".join(
                 f"depth {L}: acc {v['acc']:.2f} strict {v['strict']:.2f} prefix {v['trace']:.2f} words {v['words']:.2f}"
                 for L, v in out[str(steps)]["by_depth"].items()) + f" ({out[str(steps)]['seconds']:.0f} s)", flush=True)
-    rec = {"command": command("bench.regimes", args.argv), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    rec = {"command": command("studies.regimes", args.argv), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "machine": machine_line(machine()), "runs": out}
     with Store(args.out / "regimes.json").edit() as data:
         data["measurements"]["teacher_depths"] = rec
@@ -131,7 +131,7 @@ def timed_seed(args) -> dict:
         evaluate_rows(bank, f"timed_mopd_kl_{steps}", ("chain",), EVAL["test"], "test")
         evaluate_rows(bank, f"timed_mopd_kl_{steps}", ("chain",), EVAL["val"], "val")
         ev = time.perf_counter() - t
-    rec = {"command": command("bench.regimes", args.argv), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    rec = {"command": command("studies.regimes", args.argv), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "machine": machine_line(machine()), "method": "mopd_kl", "steps": steps, "budget_steps": ARM2B_STEPS,
            "train_seconds": train, "eval_seconds": ev,
            "seconds_at_budget": train / steps * ARM2B_STEPS + ev,
@@ -700,7 +700,7 @@ def run_arm(args, arm: Arm) -> None:
     ctx = Context(arm, arm_methods(arm, store.read(), tried, fallback), args.quick, store, not args.quiet)
     with store.edit() as data:   # recorded first: a run stopped early still names its command
         data["invocations"].setdefault(str(arm.number), []).append(
-            {"command": command("bench.regimes", args.argv), "started": started, "wall_seconds": None,
+            {"command": command("studies.regimes", args.argv), "started": started, "wall_seconds": None,
              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine_line(machine()),
              "seeds": args.seeds})
     for i, jobs in enumerate(jobs_to_run(ctx, args.seeds)):
