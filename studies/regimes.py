@@ -35,8 +35,10 @@ gate on every seed, strict and prefix trace by depth and per seed, the stuck sha
 four cures and H2b.3; H2b.2's threshold tested on seeds 3-4) over the seeds that pass the gate.
 
 The store, the workers' claims, the gates, the per-seed rows and the decision rules are those of
-the one study runner (bench/study.py); this module declares the arms (`Recipe`: one row of an arm,
-a trainer and its budget) and what each arm's page reads.
+the one study runner (studies/study.py). The study's files: studies/regimes_arms.py declares the arms
+(`Recipe`: one row of an arm, a trainer and its budget; `ARMS`), studies/regimes_report.py reads their
+records and applies the registered rules, studies/regimes_page.py writes the page; this module trains
+them (one job, the gates, the slices) and is the command.
 """
 
 from __future__ import annotations

@@ -183,9 +183,9 @@ def _config_constants() -> frozenset[float]:
     (12,800 samples = 200 steps x 8 prompts x 8 samples)."""
     import ast
     vals: set[float] = set()
-    for rel in ("mopd_mini/config.py", "studies/matched.py", "studies/baselines.py", "studies/cures.py",
-                "studies/regimes.py", "studies/regimes_arms.py", "studies/regimes_report.py", "studies/regimes_page.py",
-                "studies/ablations.py", "mopd_mini/results_page.py"):
+    for rel in ("mopd_mini/config.py", "studies/matched.py", "studies/matched_plan.py", "studies/matched_page.py",
+                "studies/baselines.py", "studies/cures.py", "studies/regimes.py", "studies/regimes_arms.py",
+                "studies/regimes_report.py", "studies/regimes_page.py", "studies/ablations.py", "mopd_mini/results_page.py"):
         tree = ast.parse((ROOT / rel).read_text())
         for node in ast.walk(tree):
             found = []
