@@ -3,7 +3,8 @@
     study             the one runner: grid on val, bracketing, tie-break, workers, store, claims
     slices            time-boxed slices: --hours, one process a job, inputs beside the JSON, --status (no torch)
     sliced            study.run's protocol as slices' jobs (studies.matched --hours): set-up, val choice, seeds
-    baselines         is MOPD worth it? every baseline of the paper and its critique (docs/baselines.md)
+    baselines         is MOPD worth it? every baseline of the paper and its critique (docs/baselines.md);
+                      its declarations in baselines_plan, its page in baselines_page
     matched           the same question at a matched RL budget T, for several T (docs/matched.md);
                       its declarations in matched_plan, its page in matched_page
     ablations         a teacher of another origin, multi-round MOPD, UCMOPD (docs/ablations.md)

@@ -14,7 +14,7 @@ from statistics import fmean
 from mopd_mini import stats
 
 from . import slices, study
-from .baselines import DOMAINS, LABEL
+from .baselines_plan import DOMAINS, LABEL
 from .study import RESULTS
 from tools.provenance import above_header, machine_line
 
