@@ -643,7 +643,7 @@ def main(argv=None):
         worker_main(declare(args), args.worker, args.jobs, args.n, args.n)
         return None
     now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    cmd = command("bench.ablations", argv)
+    cmd = command("studies.ablations", argv)
     date = now
     if base is not None:   # the page was made by the saved command, then this one
         cmd, date = f"{cmd0}\n{cmd}", f"{saved_date}; {', '.join(args.studies)} added {now}"

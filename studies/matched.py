@@ -36,7 +36,7 @@ The JSON is written after every seed of every T and the runs reload from runs/ma
 stopped command resumes where it stopped.
 
 `--cures` is docs/regimes.md's course-setting check of the stuck student's cures (its amendment of
-2026-12-03): at one T, exact KL and the four cures (bench.regimes.CURES: forward KL, JSD with beta
+2026-12-03): at one T, exact KL and the four cures (studies.cures.CURES: forward KL, JSD with beta
 chosen on val, exact KL at lmbda 0.5 on the teachers' prefixes, Top-k with support matching), each
 on exact KL's grid of this sweep by the same runner, from the sweep's teachers at T (its run folder:
 what it holds reloads); each cure minus that exact KL, paired, Holm over the cures, H2b.1's rule.
@@ -57,6 +57,10 @@ process, `--workers` at a time, recorded in docs/matched_jobs.json when it has f
 the val choice's adapters and every run's metrics kept in docs/matched_inputs/; at the deadline (less
 10 minutes) the running jobs are stopped and nothing of them is kept. The same command continues on
 any machine; a T's report is written (as the whole command writes it) once every job is recorded.
+
+The study's files: studies/matched_plan.py declares the plan, the methods and the registered family;
+studies/matched_page.py writes the page from the JSON; studies/cures.py holds the cures' table and the
+check's section; this module trains (the sweep, the checks, the slices) and is the command.
 """
 
 from __future__ import annotations
@@ -70,9 +74,8 @@ if __name__ == "__main__" and "--status" in sys.argv[1:]:   # from the JSON alon
 
 import argparse
 import json
-import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from statistics import fmean
 from typing import Callable
@@ -80,71 +83,21 @@ from typing import Callable
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 import mopd_mini as mm  # noqa: E402
-from mopd_mini import cost, plots, runs, stats, views  # noqa: E402
+from mopd_mini import cost, runs  # noqa: E402
 from mopd_mini.adapters import atomic_write  # noqa: E402
 
-from . import baselines, regimes, sliced, slices, study  # noqa: E402
-from .study import LADDER, extend_lr  # noqa: E402,F401  (the bracketing every study shares)
-from .baselines import DOMAINS, LABEL, MERGES  # noqa: E402
-from tools.provenance import above_header, command, machine, machine_line  # noqa: E402
-
-DOCS = Path("docs")
-EXPERIMENT = "matched"
-RL = ("mixrl", "cascade_br", "cascade_rb")              # trained T steps: the matched RL budget
-STUDENTS = ("mopd_pg", "mopd_topk", "mopd_kl")          # trained student_steps from the teachers at T
-OFFLINE = ("rft", "soft")                               # their own budget (steps, K) and lr
-RESULTS = "## Results"                                  # docs/matched.md from this header on is the report
-
-
-@dataclass
-class Plan:
-    """The sweep's budgets and grids (FULL: the pre-registered command; QUICK: the smoke test)."""
-
-    Ts: tuple = (100, 200, 400)           # per-domain GRPO steps of the teachers, Mix-RL and each cascade stage
-    per_domain: int = 8                   # prompts per domain per step (online); offline batch = 2x this
-    group: int = 8                        # GRPO samples per prompt (the teachers', Mix-RL's, the cascades')
-    student_steps: int = 300              # MOPD's budget (the course's)
-    lrs: dict = field(default_factory=lambda: dict(LR_CENTRE))
-    """each trained method's learning-rate grid: 3 points, x3 apart, around its val choice at the
-    course budget (docs/baselines.json); extended by one x3 step past an edge the best sits on
-    (at most `extend` times), so every chosen rate is interior or the page says it is not"""
-    extend: int = 2
-    offline: tuple = ((300, 4), (600, 4), (300, 1))  # RFT / soft labels: (steps, K) searched beside the lrs
-    offline_prompts: int = 600            # prompts per domain the teachers sample for RFT / soft labels
-    merge_grid: dict = field(default_factory=lambda: baselines.FULL.merge_grid)
-    eval_every: int = 50                  # periodic val evaluations: the curves and the cost to reach 95%
-    curve_n: int = 100                    # val prompts per domain and length of the periodic evaluations
-    val_n: int = 300                      # val prompts per domain and length of the choice (a separate evaluation)
-    test_n: int = 500                     # test prompts per domain and length
-    target: float = 0.95                  # the fraction of the teachers' lift whose cost is reported
-    tie_break: int = 1                    # the second seed for a val choice within one SE
-
-    def protocol(self, T: int) -> baselines.Protocol:
-        """studies.baselines' Protocol for the study at T (its Bench trains the teachers at T)."""
-        return baselines.Protocol(steps=self.student_steps, per_domain=self.per_domain, lrs=(),
-                                  offline_prompts=self.offline_prompts, offline_k=self.offline[0][1],
-                                  merge_grid=self.merge_grid, eval_every=self.eval_every, val_n=self.val_n,
-                                  teacher_steps=T, curve_n=self.curve_n)
-
-
-# the course-budget val choices (docs/baselines.json, 300 steps, teachers at 200): each grid's centre
-LR_CENTRE = {"mopd_pg": 1e-3, "mopd_topk": 3e-3, "mopd_kl": 3e-3, "mixrl": 1e-3, "cascade_br": 1e-3,
-             "cascade_rb": 1e-3, "rft": 1e-3, "soft": 3e-3}
-
-
-def around(lr: float) -> tuple:
-    """The rate and its two neighbours on studies.study's LADDER (1e-3: 3e-4, 1e-3, 3e-3)."""
-    i = LADDER.index(lr)
-    return LADDER[max(0, i - 1):i + 2]
-
-
-FULL = Plan(lrs={m: around(lr) for m, lr in LR_CENTRE.items()})
-QUICK = Plan(Ts=(2,), per_domain=2, student_steps=2, lrs={m: (1e-3, 3e-3) if m == "rft" else (1e-2,) for m in LR_CENTRE},
-             extend=1, offline=((2, 2), (3, 1)), offline_prompts=3, merge_grid=baselines.QUICK.merge_grid, eval_every=1,
-             curve_n=4, val_n=4, test_n=6)
+from . import baselines, sliced, slices, study  # noqa: E402
+from .study import RESULTS, extend_lr  # noqa: E402,F401
+from .baselines import DOMAINS, MERGES  # noqa: E402
+from .cures import (CURE_FIELDS, CURE_LABEL, CURES_ESTIMATE, CURES_HEADING, CURES_METHODS, CURES_T,  # noqa: E402,F401
+                    cure_grid, cures_decisions, cures_sections, logged_at, on_edge, render_cures, series_of)
+from tools.provenance import command, machine, machine_line  # noqa: E402
+from .matched_plan import (COMPARISONS, CRITIQUE, DOCS, EXPERIMENT, FIVE, FULL, MARGINS, METHODS, OFFLINE, Plan,  # noqa: E402,F401
+                           QUICK, RECHECK_ESTIMATE, RECHECK_EXPERIMENT, RECHECK_T, RECHECKED, RL, STUDENTS)
+from .matched_page import (below, compared_rows, cost_ratio, decisions, family, recheck_sections, results_markdown,  # noqa: E402,F401
+                           teachers_lift, write, written_by)
 
 
 def sweep_method(plan: Plan, T: int, m: str) -> study.Method:
@@ -249,294 +202,6 @@ def matched_report(declared: study.Study, plan: Plan, T: int):
 
 
 # ---------------------------------------------------------------------------------------------
-# the page's results and the figure
-# ---------------------------------------------------------------------------------------------
-
-
-COMPARISONS = (("mopd_kl", "mixrl"), ("mopd_pg", "mixrl"), ("mopd_topk", "mixrl"), ("mopd_kl", "rft"),
-               ("mopd_kl", "soft"))
-"""the pre-listed comparisons of docs/matched.md's "Multiplicity", at every T: with 3 T, the family of 15
-that Holm's correction runs over (on the mean lift, the primary metric)"""
-MARGINS: dict = {}
-"""equivalence margins registered before a run, {"<a>-<b>@T": delta}: none was, so no comparison here is
-called equal (stats.reading: "not resolved", with the differences the interval still allows)"""
-FIVE = 5
-"""docs/matched.md's rule: a comparison is stated as a finding only from a T run with this many seeds"""
-
-
-def family(rep: dict, override: dict | None = None) -> dict:
-    """{(T, a, b): the paired mean-lift comparison with its Holm-adjusted p over the whole family
-    (every T of the report, COMPARISONS at each) and its reading} (studies.study.family). Each reads
-    `compared_rows` (a complete re-check in the sweep's place); `override`: {(T, a, b): rows} read instead."""
-    comp, override = {}, override or {}
-    for key, by_T in sorted(rep["by_T"].items(), key=lambda kv: int(kv[0])):
-        for a, b in COMPARISONS:
-            rows = override.get((int(key), a, b)) or compared_rows(by_T, a, b)[0]
-            if a in rows and b in rows:
-                comp[f"{a}-{b}@{int(key)}"] = study.paired_rows(rows, a, b, "lift")
-    fam = study.family(comp, MARGINS)
-    return {(int(k.split("@")[1]), *k.split("@")[0].split("-")): v for k, v in fam.items()}
-
-
-METHODS = STUDENTS + RL + OFFLINE + tuple(f"merge_{h}" for h in MERGES) + ("merge_best",)
-FIGURE = STUDENTS + RL + OFFLINE + ("merge_best",)     # the figure's lines (each merge type is in the table)
-CRITIQUE = 14.8                                         # the low end of the critique's 14.8-23.1x
-
-
-def on_edge(by_T: dict, m: str) -> bool:
-    """Whether the chosen learning rate is still at an end of the rates tried (the other keys of
-    the setting held at the chosen ones): not bracketed (`study.on_edge`)."""
-    chosen = by_T["chosen"][m]
-    return isinstance(chosen, dict) and "lr" in chosen and study.on_edge(by_T["grid"][m], chosen)
-
-
-def cost_ratio(rows: dict, a: str, b: str, key: str = "flops") -> dict:
-    """H3: a's cost to reach the target over b's, per seed where both reach it; the geometric mean
-    and the 95% t-interval of the log ratio (stats.paired of the logs)."""
-    la = {s: math.log(p["reach"][key]) for s, p in rows[a].items() if p.get("reach")}
-    lb = {s: math.log(p["reach"][key]) for s, p in rows[b].items() if p.get("reach")}
-    p = stats.paired(la, lb)
-    return {**p, "ratio": math.exp(p["diff"]) if p["n"] else float("nan"),
-            "below_critique": p["n"] >= 2 and not math.isnan(p["hi"]) and p["hi"] < math.log(CRITIQUE)}
-
-
-def below(r: dict) -> str:
-    """H3's column: yes / no by the interval's upper end, n/a where fewer than 2 seeds reached the
-    target (no interval to decide on)."""
-    if r["n"] < 2 or math.isnan(r["half"]):
-        return f"n/a ({r['n']} seed{'s' if r['n'] != 1 else ''} reached it: no interval)"
-    return "yes" if r["below_critique"] else "no"
-
-
-def written_by(rep: dict, by_T: dict) -> str:
-    """The command that wrote this T's section: its own, or (a section saved before sections
-    recorded one) the report's."""
-    return by_T.get("command", rep["command"])
-
-
-def ran_on(rep: dict, by_T: dict) -> str:
-    """The machine that ran this T's section, as written_by finds its command."""
-    return machine_line(by_T.get("machine", rep["machine"]))
-
-
-def teachers_lift(by_T: dict) -> dict:
-    """Each teacher's test lift on its own domain (accuracy over the domain's lengths minus the
-    base's) and their mean: the cap a distilled student's lift is read against."""
-    test = by_T["refs"]["test"]
-    out = {d: fmean(test[f"teacher_{d}"][d].values()) - fmean(test["base"][d].values()) for d in DOMAINS}
-    return {**out, "mean": fmean(out.values())}
-
-
-def across_T(rep: dict) -> list[str]:
-    """H4's table (descriptive): the teachers' lift and each method's mean lift, T by T."""
-    shown = ("mopd_kl", "mopd_topk", "mopd_pg", "mixrl", "rft", "soft", "merge_best")
-    lines = ["### Across T (H4, descriptive)", "",
-             "Mean test lift over the base (mean ± sample std over the seeds of each T). The teachers are one "
-             "seed (0) each, scored on their own domain; \"teachers\" is their mean.", "",
-             "| T | seeds | teacher binding | teacher recall | teachers | " + " | ".join(LABEL[m] for m in shown) + " |",
-             "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in shown) + " |"]
-    for key, by_T in sorted(rep["by_T"].items(), key=lambda kv: int(kv[0])):
-        t = teachers_lift(by_T)
-        cells = [study.cell([p["lift"]["mean"] for p in by_T["rows"][m].values()]) for m in shown]
-        lines.append(f"| {key} | {len(by_T['seeds_done'])} | {t['binding']:.2f} | {t['recall']:.2f} | {t['mean']:.2f} | "
-                     + " | ".join(cells) + " |")
-    return lines + [""]
-
-
-def method_table(rep: dict, by_T: dict, methods: tuple) -> list[str]:
-    """A T's (or a check's) table of methods: the chosen setting (marked when still on its grid's
-    edge), the lift per domain and its mean, the normalised score, the pipeline FLOPs and the cost to
-    reach the target fraction of the teachers' val lift."""
-    target = by_T.get("plan", {}).get("target") or rep.get("plan", {}).get("target", FULL.target)
-    out = ["| method | chosen | lift binding | lift recall | mean lift | normalised | pipeline FLOPs | "
-           f"FLOPs to {target:.0%} of the teachers' lift (val) | wall s to it |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for m in methods:
-        per = by_T["rows"][m].values()
-        col = lambda f: study.cell([f(p) for p in per])  # noqa: E731
-        reached = [p["reach"] for p in per if p.get("reach")]
-        to = (f"{fmean(x['flops'] for x in reached):.2e} ({len(reached)}/{len(per)} seeds)" if reached
-              else f"not reached (0/{len(per)})")
-        wall = f"{fmean(x['seconds'] for x in reached):.0f}" if reached else "—"
-        chosen = json.dumps(by_T["chosen"][m]) + (" **(on the grid's edge: not bracketed)**" if on_edge(by_T, m) else "")
-        out.append(f"| {LABEL[m]} | {chosen} | {col(lambda p: p['lift']['binding'])} | "
-                   f"{col(lambda p: p['lift']['recall'])} | {col(lambda p: p['lift']['mean'])} | "
-                   f"{col(lambda p: p['all']['mean'])} | {fmean(p['pipeline']['flops'] for p in per):.2e} | "
-                   f"{to} | {wall} |")
-    return out
-
-
-def results_markdown(rep: dict) -> str:
-    """The results section (below the pre-registration, which this never rewrites)."""
-    by_Ts = sorted(rep["by_T"].items(), key=lambda kv: int(kv[0]))
-    commands = list(dict.fromkeys(written_by(rep, v) for _, v in by_Ts)) or [rep["command"]]
-    machines = list(dict.fromkeys(ran_on(rep, v) for _, v in by_Ts)) or [machine_line(rep["machine"])]
-    out = [RESULTS, "", "Written by" + (" (each T's section names its own)" if len(commands) > 1 else "") + ":", "",
-           "```bash", *commands, "```", "",
-           ("Machines: each T's section names its own." if len(machines) > 1 else f"Machine: {machines[0]}.")
-           + f" Finished {rep['date']}.", ""]
-    for key, by_T in by_Ts:
-        rows, seeds = by_T["rows"], by_T["seeds_done"]
-        stale = sorted({LABEL[m] for m, per in rows.items() for p in per.values() if p.get("ledger", 0) < cost.LEDGER})
-        out += [f"### T = {key} GRPO steps per domain (seeds {seeds})", "",
-                *([f"Written by `{written_by(rep, by_T)}`" + (f", finished {by_T['date']}" if by_T.get("date") else "")
-                   + (f", on {ran_on(rep, by_T)}." if len(machines) > 1 else "."),
-                   ""] if len(commands) > 1 or len(machines) > 1 else []),
-                *study.unfinished(written_by(rep, by_T), seeds),
-                *([f"**Mixed ledger**: the costs of {', '.join(stale)} include runs counted by older code "
-                   f"(cost ledger below {cost.LEDGER}); their FLOPs are not comparable with the others'.", ""]
-                  if stale else []),
-                "Test split, mean ± sample std over seeds (ddof = 1). Lift: mean accuracy over the domain's lengths minus "
-                "the base's. Pipeline FLOPs: the method's stage plus the teachers it needs (cost.FORMULA).", "",
-                *method_table(rep, by_T, METHODS)]
-        fam = family(rep)
-        m = next(iter(fam.values()))["m"] if fam else 0
-        out += ["", f"Paired by seed, on the mean lift (the primary metric): mean difference ± 95% t half-width "
-                f"(uncorrected), the per-seed differences, the paired t-test's p uncorrected and Holm-adjusted over the "
-                f"family of {m} pre-listed comparisons (every T), and the reading after the correction, printed with the "
-                "interval at Holm's level (the level at which Holm's step-down tests that comparison, "
-                "`mopd_mini.stats.holm_levels`: it excludes 0 exactly when the reading is resolved) and the "
-                "uncorrected one beside it (no equivalence margin was registered, so an unresolved difference is "
-                "\"not resolved\", never \"equal\"). The uncorrected columns say only whether the 95% interval "
-                "excludes 0, which is not *resolved* for a comparison of the family. The normalised score's difference "
-                "is descriptive (uncorrected).", "",
-                "| comparison | mean lift (uncorrected) | per seed | p | p (Holm) | reading (Holm) | normalised (uncorrected) |",
-                "| --- | --- | --- | --- | --- | --- | --- |"]
-        for a, b in COMPARISONS:
-            ab, rechecked = compared_rows(by_T, a, b)
-            f, pn = fam[(int(key), a, b)], study.paired_rows(ab, a, b)
-            res = lambda p: stats.interval_text(p) + (" (excludes 0)" if p["resolved"] else " (includes 0)")  # noqa: E731
-            out.append(f"| {LABEL[a]} minus {LABEL[b]}" + (" (the re-check's, below: fresh teachers)" if rechecked else "")
-                       + f" | {res(f)} | "
-                       f"{study.seeds_text({x: ab[a][x]['lift']['mean'] - ab[b][x]['lift']['mean'] for x in ab[a] if x in ab[b]})} | {f['p']:.3f} | {f['p_holm']:.3f} | "
-                       f"{f['reading']} | {res(pn)} |")
-        if len(seeds) < FIVE:
-            out += ["", f"**{len(seeds)} seeds at this T**: below the page's five-seed rule, so no comparison of this T "
-                    "is stated as a finding anywhere (README, guide, notebooks)."]
-        best = max(STUDENTS, key=lambda m: stats.mean_sd([p["lift"]["mean"] for p in rows[m].values()])[0])
-        out += ["", f"H3, the cost to reach {rep['plan']['target']:.0%} of the teachers' val lift, {LABEL[best]} (the "
-                "MOPD form with the highest mean test lift here) over each offline baseline: geometric mean over the "
-                "seeds where both reach it, 95% t-interval of the log ratio as a ratio interval; supported at this T "
-                f"when the interval's upper end is below {CRITIQUE}x.", "",
-                "| ratio | pipeline FLOPs | stage FLOPs | wall s | seeds | below 14.8x |", "| --- | --- | --- | --- | --- | --- |"]
-        for b in OFFLINE:
-            r = {k: cost_ratio(rows, best, b, k) for k in ("flops", "stage_flops", "seconds")}
-            txt = lambda q: (f"{q['ratio']:.2f}x" + (f" [{math.exp(q['lo']):.2f}, {math.exp(q['hi']):.2f}]"  # noqa: E731
-                                                      if not math.isnan(q["half"]) else "")) if q["n"] else "—"
-            out.append(f"| {LABEL[best]} / {LABEL[b]} | {txt(r['flops'])} | {txt(r['stage_flops'])} | "
-                       f"{txt(r['seconds'])} | {r['flops']['n']} | {below(r['flops'])} |")
-        out.append("")
-        out += [line for b in RECHECKED if f"recheck_{b}" in by_T for line in recheck_markdown(rep, int(key), b)]
-    out += across_T(rep)
-    out += decisions_markdown(rep)
-    out += ["![lift and normalised score against pipeline FLOPs](figures/matched_cost.png)", ""]
-    return "\n".join(out) + "\n"
-
-
-def decisions(rep: dict) -> dict:
-    """The registered rules (the page's "Hypotheses", on the mean lift) applied to the T's run:
-    {"H1": ..., "H1'": ..., "H2": ..., "H3": ..., "by_T": {T: {comparison: paired}}}."""
-    by_T = {int(k): v for k, v in rep["by_T"].items()}
-    Ts = sorted(by_T)
-    fam = family(rep)   # every decision reads the Holm-corrected resolution over the family (docs/matched.md)
-    comp = {T: {f"{m}-mixrl": {**fam[(T, m, "mixrl")], "resolved": fam[(T, m, "mixrl")]["resolved_holm"]}
-                for m in ("mopd_kl", "mopd_pg", "mopd_topk")} for T in Ts}
-    out = {"by_T": comp, "Ts": Ts, "family": fam}
-    resolved = {T: c["mopd_kl-mixrl"] for T, c in comp.items() if c["mopd_kl-mixrl"]["resolved"]}
-    out["H1"] = ("not contradicted: MOPD exact KL minus Mix-RL is not resolved at any T run (" + ", ".join(map(str, Ts))
-                 + ") after Holm's correction; not resolved is not a tie (no equivalence margin was registered)"
-                 if not resolved else
-                 "contradicted at " + ", ".join(f"T = {T} (MOPD exact KL {'ahead' if p['diff'] > 0 else 'behind'})"
-                                                for T, p in resolved.items()))
-    ahead = all(comp[T][f"{m}-mixrl"]["hi"] < 0 for T in Ts for m in ("mopd_kl", "mopd_pg", "mopd_topk"))
-    out["H1'"] = ("supported" if ahead and set(Ts) >= {100, 200, 400} else
-                  "not supported" if not ahead else "not decided (not every T has run)")
-    if {100, 400} <= set(Ts):
-        a, b = comp[100]["mopd_kl-mixrl"], comp[400]["mopd_kl-mixrl"]
-        out["H2"] = ("supported" if a["resolved"] and b["resolved"] and (a["diff"] > 0) != (b["diff"] > 0) else
-                     "not resolved (signs differ; neither is resolved after Holm's correction)"
-                     if (a["diff"] > 0) != (b["diff"] > 0)
-                     else "not supported (the same sign at T = 100 and 400)")
-    else:
-        out["H2"] = "not decided (T = 100 and 400 are both needed)"
-    h3 = {}
-    for T, v in by_T.items():
-        best = max(STUDENTS, key=lambda m: stats.mean_sd([p["lift"]["mean"] for p in v["rows"][m].values()])[0])
-        r = cost_ratio(v["rows"], best, "rft")
-        h3[T] = (f"not decided ({LABEL[best]} / RFT, {r['n']} seeds reached the target: no interval)" if r["n"] < 2
-                 else f"{'supported' if r['below_critique'] else 'not supported'} ({LABEL[best]} / RFT, {r['n']} seeds)")
-        if len(v.get("seeds_done", [])) < FIVE and "seeds_done" in v:
-            h3[T] += f", a T run with {len(v['seeds_done'])} seeds: below the five-seed rule, not a finding"
-    out["H3"] = "; ".join(f"T = {T}: {d}" for T, d in sorted(h3.items())) or "not decided"
-    return out
-
-
-def decisions_markdown(rep: dict) -> list[str]:
-    d = decisions(rep)
-    txt = lambda p: f"{stats.interval_text(p)}, p (Holm) {p['p_holm']:.3f}: {p['reading']}"  # noqa: E731
-    m = next(iter(d["family"].values()))["m"] if d["family"] else 0
-    lines = ["### Decisions against the registered hypotheses", "",
-             "The rules of \"Hypotheses\" above, applied to the tables above (mean lift, paired by seed, 95% "
-             f"t-intervals), with the amended multiplicity rule: a comparison is resolved only when its Holm-adjusted "
-             f"p over the family of {m} is below 0.05. H4 is descriptive: read it from the rows across T.", "",
-             "H1 and H2 read the first column; H1' is supported only if all three columns are resolved below 0 "
-             "(Mix-RL ahead) at every T.", "",
-             "| T | seeds | MOPD exact KL minus Mix-RL | MOPD-PG minus Mix-RL | MOPD-Top-k minus Mix-RL |",
-             "| --- | --- | --- | --- | --- |"]
-    for T in d["Ts"]:
-        c = d["by_T"][T]
-        lines.append(f"| {T} | {c['mopd_kl-mixrl']['n']} | {txt(c['mopd_kl-mixrl'])} | {txt(c['mopd_pg-mixrl'])} | "
-                     f"{txt(c['mopd_topk-mixrl'])} |")
-    lines += ["", *(f"* **{h}**: {d[h]}" for h in ("H1", "H1'", "H2", "H3")), ""]
-    survive = [(k, v) for k, v in d["family"].items() if v["resolved_holm"]]
-    uncorrected = [(k, v) for k, v in d["family"].items() if v["resolved"] and not v["resolved_holm"]]
-    lines += ["Resolved after Holm's correction over the family of " + f"{m}: "
-              + ("; ".join(f"{LABEL[a]} minus {LABEL[b]} at T = {T}, {stats.interval_text(v)} (p (Holm) {v['p_holm']:.3f}; "
-                           f"{stats.holm_interval_text(v, v['alpha_holm'])}"
-                           + (f", {v['n']} seeds: below the five-seed rule" if v["n"] < FIVE else "") + ")"
-                           for (T, a, b), v in survive) or "none") + ".", ""]
-    if uncorrected:
-        lines += ["Resolved only uncorrected (each 95% interval alone excludes 0; **not** resolved over the family, "
-                  "so not a finding): " + "; ".join(f"{LABEL[a]} minus {LABEL[b]} at T = {T}, {stats.interval_text(v)} "
-                                                    f"(p {v['p']:.3f}, p (Holm) {v['p_holm']:.3f}; "
-                                                    f"{stats.holm_interval_text(v, v['alpha_holm'])}, which includes 0)"
-                                                    for (T, a, b), v in uncorrected) + ".", ""]
-    return lines
-
-
-def figure(rep: dict, folder: Path) -> None:
-    """Mean lift and mean normalised score (± sample std over seeds) against whole-pipeline FLOPs,
-    log axis, one line per method of FIGURE (the merges as the best one on val) through its
-    teacher budgets T (`views.cost_curves`): the
-    sample-efficiency picture and the cost argument in one."""
-    panels = {"mean accuracy lift over the base": {}, "mean normalised score": {}}
-    for m in FIGURE:
-        for key, by_T in sorted(rep["by_T"].items(), key=lambda kv: int(kv[0])):
-            per = list(by_T["rows"][m].values())
-            x = fmean(p["pipeline"]["flops"] for p in per)
-            for panel, f in zip(panels, (lambda p: p["lift"]["mean"], lambda p: p["all"]["mean"])):
-                panels[panel].setdefault(LABEL[m], []).append((x, *stats.mean_sd([f(p) for p in per]), f"T={key}"))
-    fig = views.cost_curves(panels, title="Matched RL budget T, test split, mean ± std over seeds\n"
-                            "`python -m bench.matched` (docs/matched.md names each T's command)")
-    plots.save(fig, "matched_cost", folder)
-    plt.close(fig)
-
-
-def write(rep: dict, docs: Path = DOCS, source: Path | None = None, allow_shrink: bool = False) -> None:
-    """docs/matched.json, the figure, and docs/matched.md's results section (the pre-registration
-    above it is kept as committed). Rendered from the JSON at `source` (--render): refused before any
-    write if the page would show fewer table rows than the one there (`slices.guard_render`)."""
-    page = docs / "matched.md"
-    head = above_header(page.read_text(), RESULTS).rstrip() + "\n\n" if page.exists() else "# Matched RL budgets\n\n"
-    text = head + results_markdown(rep)
-    if source is not None:
-        text = slices.guard_render(page, text, source, rep, allow_shrink)
-    atomic_write(docs / "matched.json", json.dumps(rep, indent=1, default=str).encode())
-    figure(rep, docs / "figures")
-    page.write_text(text)
-
-
-# ---------------------------------------------------------------------------------------------
 # the estimate: a few timed steps of every trainer, times the plan's steps
 # ---------------------------------------------------------------------------------------------
 
@@ -620,26 +285,8 @@ def estimate(plan: Plan, steps: int = 4, seeds: int = 3, workers: int = 2) -> di
 # ---------------------------------------------------------------------------------------------
 # the course-setting check of the stuck student's cures (docs/regimes.md, "Amendment, 2026-12-03:
 # arm 2b", "Course-setting check"): the four cures beside exact KL at one T, on this sweep's protocol
+# (its table, grid and section: studies.cures; here the training on this sweep's runner)
 # ---------------------------------------------------------------------------------------------
-
-CURES_T = 200                                           # the T the registration names
-CURE_FIELDS = {key: fields for key, _, fields in regimes.CURES}
-"""each cure's MOPDConfig fields (bench.regimes.CURES: the registration's table of the cures)"""
-CURES_METHODS = ("mopd_kl",) + tuple(CURE_FIELDS)
-CURE_LABEL = {"mopd_kl": LABEL["mopd_kl"], **{key: label for key, label, _ in regimes.CURES}}
-CURES_PAGE = "regimes.md"
-"""where the check's section is rendered: the page whose amendment registered it (its data is in
-matched.json, `by_T.<T>.cures`, beside the sweep's own rows at that T)"""
-CURES_HEADING = "### Course-setting check: the cures on binding + recall"
-
-
-def cure_grid(plan: Plan, key: str) -> list[dict]:
-    """The registered grid: exact KL's (plan.lrs["mopd_kl"], 3 rates x3 apart around its
-    course-budget choice) for every cure; jsd's beta from bench.regimes.JSD_BETAS beside it."""
-    lrs = plan.lrs["mopd_kl"]
-    if key == "mopd_jsd":
-        return [{"lr": lr, "beta": b} for b in regimes.JSD_BETAS for lr in lrs]
-    return [{"lr": lr} for lr in lrs]
 
 
 def train_cure(bench, key: str, setting: dict, seed: int) -> study.Result:
@@ -666,25 +313,6 @@ def declare_cures(plan: Plan, T: int, quick: bool) -> study.Study:
     return declared(plan, T, quick, {m: method(m) for m in CURES_METHODS}, flag=("--cures",))
 
 
-def logged_at(run, prefix: str, steps: tuple = regimes.STUCK_STEPS) -> dict:
-    """{step: the mean over domains of the run's `<prefix>/<domain>` metric} at the steps of `steps`
-    that ran and at the last step (the stuck share, the off-support mass; None where never logged)."""
-    rows = {r["step"]: r for r in (run.metrics if run is not None else [])
-            if any(k.startswith(prefix + "/") and r[k] is not None for k in r)}
-    picked = dict.fromkeys([s for s in steps if s in rows] + ([max(rows)] if rows else []))
-    return {str(s): fmean(v for k, v in rows[s].items() if k.startswith(prefix + "/") and v is not None) for s in picked}
-
-
-def series_of(run, digits: int = 4) -> dict | None:
-    """The run's per-step stuck share and off-support mass per domain and `on_policy` per step
-    (bench.regimes.stuck_series, the amendment of 2026-12-05's record), rounded to `digits`."""
-    if run is None:
-        return None
-    r = lambda xs: [None if x is None else round(x, digits) for x in xs]  # noqa: E731
-    s = regimes.stuck_series(run, DOMAINS)
-    return {"step": s["step"], "on_policy": r(s["on_policy"]), **{d: {k: r(v) for k, v in s[d].items()} for d in DOMAINS}}
-
-
 def summarise_cures(declared: study.Study, plan: Plan, T: int):
     """The sweep's report of a T (its rows, grids, choices, teachers and their sha256), each row with
     the stuck share and the off-support mass at steps 50, 100, 300 and the last, and their per-step
@@ -702,171 +330,11 @@ def summarise_cures(declared: study.Study, plan: Plan, T: int):
     return report
 
 
-def cures_decisions(block: dict) -> dict:
-    """{cure: cure minus exact KL on the mean normalised test score, paired by seed (95%), Holm over
-    the cures (bench.study.family) and the decision by H2b.1's rule (bench.regimes.decide: decided
-    only when p (Holm) < 0.05, then supported iff the interval lies above 0, refuted iff below;
-    otherwise not resolved with the differences the interval allows; nothing is called equal)}."""
-    rows = block["rows"]
-    comp = {k: study.paired_rows(rows, k, "mopd_kl") for k in CURE_FIELDS if k in rows and "mopd_kl" in rows}
-    return {k: {**f, "decision": regimes.decide(f, above=0.0, p_adj=f["p_holm"])} for k, f in study.family(comp).items()}
-
-
-def teachers_line(by_T: dict, block: dict, T, where: str) -> str:
-    """The teachers a check read (`where`: how they came to be), their sha256 and test accuracy, against
-    those of the sweep's recorded run at T (the same weights, other weights, or no hash kept there)."""
-    mine, theirs = block.get("teacher_sha256", {}), by_T.get("teacher_sha256")
-    test = lambda rep, d: fmean(rep["refs"]["test"][f"teacher_{d}"][d].values())  # noqa: E731
-    accs = "; ".join(f"{d} {test(block, d):.3f}" + (f" (the sweep's recorded run: {test(by_T, d):.3f})" if "refs" in by_T
-                                                   else "") for d in DOMAINS)
-    same = (f"the same weights as the sweep's recorded run at T = {T} (sha256 equal)" if theirs and theirs == mine else
-            f"other weights than the sweep's recorded run at T = {T} (sha256 differ)" if theirs else
-            f"the sweep's recorded run at T = {T} kept no hash of its teachers, so they cannot be shown to be the same")
-    return (f"**Teachers.** GRPO, {T} steps, lr 1e-3, seed 0, {where}: sha256 "
-            + ", ".join(f"{d} {h[:16]}" for d, h in mine.items()) + f"; {same}. Their test accuracy (mean over the "
-            f"lengths): {accs}.")
-
-
-def _teachers_note(by_T: dict, block: dict, T) -> list[str]:
-    """Which teachers the check read against those the sweep's recorded run at T read."""
-    return [teachers_line(by_T, block, T, "in this command's run folder (trained by it unless the folder held them)")
-            + " So exact KL is trained here again, beside the cures and on "
-            "their teachers, on its own grid by the same runner (the sweep's run names: a folder holding the sweep's runs "
-            "reloads them), and every cure is paired with that exact KL: the same teachers, seeds and test prompts. The "
-            "sweep's recorded exact-KL rows are shown beside it, descriptive.", ""]
-
-
-CURES_ESTIMATE = (1.1, 2.6)
-"""the check's CPU-hours on a quiet machine as registered (docs/regimes.md, amendment of 2026-12-04)"""
-
-
-
-def choice_lines(block: dict, methods: tuple, label: dict) -> list[str]:
-    """A check's val choice, one row per method: every setting tried with its val mean normalised score
-    (the two-seed mean where the tie-break ran; [extended]: added by the bracketing)."""
-    out = [f"The val choice (seed 0, val {block['plan']['val_n']} a length; the runner's: the best mean normalised val "
-           "score, bracketed past an edge, a choice within one val SE trained again at seed 1 and made on the two-seed "
-           "mean):", "",
-           "| method | settings tried: val mean normalised (two-seed mean where the tie-break ran) |", "| --- | --- |"]
-    for m in methods:
-        if m in block["grid"]:
-            keys = set(block["chosen"][m])                 # the setting's keys (an entry has the scores beside them)
-            out.append(f"| {label[m]} | " + "; ".join(
-                ", ".join(f"{k} {g[k]:g}" for k in g if k in keys) + f": {g['mean']:.3f}"
-                + (f" ({g['mean2']:.3f})" if "mean2" in g else "") + (" [extended]" if g.get("extended") else "")
-                for g in block["grid"][m]) + " |")
-    return out
-
-
-def cures_markdown(by_T: dict, T) -> list[str]:
-    """The check's section (a function of matched.json's `by_T.<T>`: its `cures` block and, for the
-    descriptive columns, the sweep's recorded rows at that T)."""
-    block = by_T["cures"]
-    rows, seeds, plan = block["rows"], block["seeds_done"], block["plan"]
-    mean = lambda m, f: study.cell([f(p) for p in rows[m].values()])  # noqa: E731
-    out = [f"{CURES_HEADING} at T = {T}", "",
-           f"Written by `{block['command']}`, finished {block['date']}, on {machine_line(block['machine'])}. Its "
-           "registration is this page's \"Course-setting check\" (amendment of 2026-12-03); its data is docs/matched.json, "
-           f"`by_T.{T}.cures`, beside the matched sweep's own rows at T = {T} (docs/matched.md's protocol: teachers {T} "
-           f"GRPO steps, MOPD {plan['student_steps']} steps x {plan['per_domain']} prompts a domain, test "
-           f"{plan['test_n']} a length).", "",
-           *study.unfinished(block["command"], seeds), *study.spent_line(block, CURES_ESTIMATE, "2026-12-04"), *_teachers_note(by_T, block, T),
-           "Test split, mean ± sample std over seeds (ddof = 1). Normalised: (method - base) / (teacher - base) per "
-           "domain, the decision's score; lift: accuracy over the domain's lengths minus the base's. Stuck share: the "
-           "detector's (docs/stuck.md) at the last step, mean over the domains. Stage FLOPs: the method's own (for lmbda "
-           "0.5 the teachers' generation included).", "",
-           "| method | chosen (val, seed 0) | normalised binding | normalised recall | mean normalised | mean lift | "
-           "stuck share, last step | stage FLOPs |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    last = lambda p, k: list(p[k].values())[-1] if p.get(k) else float("nan")  # noqa: E731
-    for m in CURES_METHODS:
-        if m not in rows:
-            continue
-        chosen = json.dumps(block["chosen"][m]) + (" **(on the grid's edge: not bracketed)**" if on_edge(block, m) else "")
-        out.append(f"| {CURE_LABEL[m]} | {chosen} | {mean(m, lambda p: p['all']['binding']['normalised'])} | "
-                   f"{mean(m, lambda p: p['all']['recall']['normalised'])} | {mean(m, lambda p: p['all']['mean'])} | "
-                   f"{mean(m, lambda p: p['lift']['mean'])} | {mean(m, lambda p: last(p, 'stuck_share'))} | "
-                   f"{fmean(p['stage']['flops'] for p in rows[m].values()):.2e} |")
-    out += ["", *choice_lines(block, CURES_METHODS, CURE_LABEL)]
-    recorded = by_T.get("rows", {}).get("mopd_kl", {})
-    out += ["", "Per seed, mean normalised test score" + (" (the last row: the sweep's recorded exact KL at this T, "
-            "descriptive)" if recorded else "") + ":", "",
-            "| method | " + " | ".join(f"seed {s}" for s in seeds) + " |", "| --- | " + " | ".join("---" for _ in seeds) + " |"]
-    per = {m: {str(s): p["all"]["mean"] for s, p in rows[m].items()} for m in CURES_METHODS if m in rows}
-    if recorded:
-        per["recorded"] = {str(s): p["all"]["mean"] for s, p in recorded.items()}
-    for m, v in per.items():
-        label = "MOPD exact KL, the sweep's recorded run" if m == "recorded" else CURE_LABEL[m]
-        out.append(f"| {label} | " + " | ".join(f"{v[str(s)]:.3f}" if str(s) in v else "—" for s in seeds) + " |")
-    dec = cures_decisions(block)
-    diffs = lambda k: {s: rows[k][s]["all"]["mean"] - rows["mopd_kl"][s]["all"]["mean"]  # noqa: E731
-                       for s in rows[k] if s in rows["mopd_kl"]}
-    out += ["", f"Each cure minus exact KL (trained here), on the mean normalised test score, paired by seed: mean "
-            f"difference ± 95% t half-width [interval], the paired t-test's p and its Holm adjustment over the family of "
-            f"{len(dec)} (the cures). Rule (H2b.1's): a row is decided only when p (Holm) < 0.05, then supported iff the "
-            "interval lies above 0, refuted iff below; otherwise not resolved, with the differences its interval allows. "
-            "No equivalence margin was registered: nothing is called equal.", "",
-            "| comparison | difference | per seed | p | p (Holm) | rule | decision |", "| --- | --- | --- | --- | --- | --- | --- |"]
-    for k, f in dec.items():
-        out.append(f"| {CURE_LABEL[k]} minus {CURE_LABEL['mopd_kl']} | {stats.interval_text(f)} [{f['lo']:+.3f}, "
-                   f"{f['hi']:+.3f}] (n = {f['n']}) | {study.seeds_text(diffs(k))} | {f['p']:.3f} | "
-                   f"{f['p_holm']:.3f} | supported iff above 0; refuted iff below 0 | {f['decision']} |")
-    if recorded:
-        r = study.paired_rows({"here": rows["mopd_kl"], "recorded": recorded}, "here", "recorded")
-        same = block.get("teacher_sha256") and block.get("teacher_sha256") == by_T.get("teacher_sha256")
-        out += ["", f"Descriptive, outside the family: exact KL here minus the sweep's recorded exact KL, "
-                f"{stats.interval_text(r)} (n = {r['n']}; the same method, grid and seeds, "
-                + ("on the same teachers)." if same else "on teachers trained again).")]
-    out += ["", "Decisions: " + "; ".join(f"**{CURE_LABEL[k]}** {f['decision']}" for k, f in dec.items()) + ".", ""]
-    return out
-
-
-def cures_sections(rep: dict) -> list[str]:
-    """Every T's check section of a matched.json (none: no T has a `cures` block)."""
-    return [line for key, by_T in sorted(rep.get("by_T", {}).items(), key=lambda kv: int(kv[0])) if "cures" in by_T
-            for line in cures_markdown(by_T, int(key))]
-
-
-def splice(text: str, section: list[str]) -> str:
-    """docs/regimes.md with the check's section in its Results: in place of the one there (from its
-    heading to the next heading of its level or above), else before "### Arm 3", else at the end.
-    Nothing above "## Results" changes (a page without one gets it)."""
-    head = above_header(text, RESULTS)
-    lines = text[len(head):].splitlines() or [RESULTS, ""]
-    start = next((i for i, line in enumerate(lines) if line.startswith(CURES_HEADING)), None)
-    if start is None:
-        start = end = next((i for i, line in enumerate(lines) if line.startswith("### Arm 3")), len(lines))
-    else:
-        end = next((j for j in range(start + 1, len(lines)) if lines[j].startswith(("### ", "## "))
-                    and not lines[j].startswith(CURES_HEADING)), len(lines))
-    return head + "\n".join(lines[:start] + section + lines[end:]).rstrip() + "\n"
-
-
-def render_cures(rep: dict, out: Path, source: Path | None = None, allow_shrink: bool = False) -> None:
-    """The `cures` blocks' sections into out/regimes.md's Results (the page that registered the check).
-    Rendered from the JSON at `source` (--render --cures): refused before it writes if regimes.md would
-    show fewer table rows (`slices.guard_render`)."""
-    page = out / CURES_PAGE
-    text = splice(page.read_text() if page.exists() else "# The regime study\n\n", cures_sections(rep))
-    if source is not None:
-        text = slices.guard_render(page, text, source, rep, allow_shrink)
-    page.write_text(text)
-
-
 # ---------------------------------------------------------------------------------------------
 # the re-check of a registered comparison at one T (docs/matched.md, amendment of 2026-12-06): MOPD
 # exact KL and the baseline trained again on fresh teachers, each on its sweep grid by the runner
+# (its T and reasons: studies.matched_plan; its section: studies.matched_page)
 # ---------------------------------------------------------------------------------------------
-
-RECHECK_T = 400                                         # the T the amendment names
-RECHECK_EXPERIMENT = "matched-recheck"
-"""the re-check's run folder (runs/matched-recheck/): its own, so its teachers are trained by it, never
-reloaded from the sweep's folder"""
-RECHECKED = {"rft": "in the sweep's run at T = 400 RFT's choice sat on its grid's edge at 3e-3, where the tie-break put "
-                    "it before the runner re-bracketed such a choice, and that run kept no hash of its teachers"}
-"""`--recheck B`: MOPD exact KL minus B trained again, and why the amendment registered it"""
-RECHECK_ESTIMATE = (0.6, 1.3)
-"""the re-check's CPU-hours on a quiet machine as registered (docs/matched.md, amendment of 2026-12-06)"""
-RECHECK_HEADING = "### Re-check at T ="
 
 
 def declare_recheck(against: str):
@@ -877,85 +345,6 @@ def declare_recheck(against: str):
         return declared(plan, T, quick, {m: sweep_method(plan, T, m) for m in ("mopd_kl", against)},
                         flag=("--recheck", against), experiment=RECHECK_EXPERIMENT)
     return declare_at
-
-
-def complete(block: dict) -> bool:
-    """A check's block holds every seed its command asked for, and at least the page's five."""
-    return not study.unfinished(block["command"], block["seeds_done"]) and len(block["seeds_done"]) >= FIVE
-
-
-def compared_rows(by_T: dict, a: str, b: str) -> tuple[dict, str | None]:
-    """The rows the registered comparison a minus b reads at a T, and where from: a complete re-check
-    of b there (`by_T.<T>.recheck_<b>`, holding a too) in place of the sweep's recorded rows (the
-    amendment of 2026-12-06), else the sweep's (None)."""
-    block = by_T.get(f"recheck_{b}")
-    if block and a in block.get("rows", {}) and complete(block):
-        return block["rows"], f"recheck_{b}"
-    return by_T.get("rows", {}), None
-
-
-def recheck_markdown(rep: dict, T: int, against: str) -> list[str]:
-    """The re-check's section of docs/matched.md's Results (a function of matched.json: its block at T,
-    the sweep's recorded rows there beside it, and the family of the other T)."""
-    key, a, b = f"recheck_{against}", "mopd_kl", against
-    by_T = rep["by_T"][str(T)]
-    block = by_T[key]
-    rows, seeds, recorded = block["rows"], block["seeds_done"], by_T.get("rows", {})
-    used = compared_rows(by_T, a, b)[1] == key
-    out = [f"{RECHECK_HEADING} {T}: {LABEL[a]} and {LABEL[b]} on fresh teachers", "",
-           f"Written by `{block['command']}`, finished {block['date']}, on {machine_line(block['machine'])}. Its "
-           f"registration is this page's amendment of 2026-12-06 ({RECHECKED[b]}); its data is docs/matched.json, "
-           f"`by_T.{T}.{key}`, beside the sweep's recorded rows at T = {T}.", "",
-           *study.unfinished(block["command"], seeds), *study.spent_line(block, RECHECK_ESTIMATE, "2026-12-06"),
-           teachers_line(by_T, block, T, f"trained by this command in its own run folder (runs/{RECHECK_EXPERIMENT}/; in "
-                         "slices by its set-up job, kept in docs/matched_inputs/)") + f" {LABEL[a]} and {LABEL[b]} are "
-           "both trained on them, each on the sweep's grid by the same runner (bracketed past an edge, before and after "
-           "the tie-break), and paired by seed: the same teachers, seeds and test prompts.", "",
-           "Test split, mean ± sample std over seeds (ddof = 1), as in the T tables above.", "",
-           *method_table(rep, block, (a, b)), "", *choice_lines(block, (a, b), LABEL), ""]
-    per = {f"{LABEL[m]}, this re-check": rows[m] for m in (a, b)}
-    per.update({f"{LABEL[m]}, the sweep's recorded run": recorded[m] for m in (a, b) if m in recorded})
-    out += [f"Per seed, mean test lift (the sweep's recorded rows at T = {T}: descriptive, its own teachers):", "",
-            "| method | " + " | ".join(f"seed {s}" for s in seeds) + " |", "| --- | " + " | ".join("---" for _ in seeds) + " |"]
-    out += [f"| {label} | " + " | ".join(f"{v[str(s)]['lift']['mean']:.3f}" if str(s) in v else "—" for s in seeds) + " |"
-            for label, v in per.items()]
-    here = family(rep, {(T, a, b): rows})[(T, a, b)]
-    before = family(rep, {(T, a, b): recorded})[(T, a, b)] if a in recorded and b in recorded else None
-    txt = lambda f: (f"{stats.interval_text(f)} [{f['lo']:+.3f}, {f['hi']:+.3f}] (n = {f['n']}) | {f['p']:.3f} | "  # noqa: E731
-                     f"{f['p_holm']:.3f} | {f['reading']}")
-    out += ["", f"{LABEL[a]} minus {LABEL[b]} at T = {T}, on the mean lift (the primary metric), paired by seed: mean "
-            "difference ± 95% t half-width [interval], the paired t-test's p, and its Holm adjustment over the registered "
-            f"family of {here['m']} with this comparison in the place of the sweep's cell at T = {T} (the amendment of "
-            "2026-12-03's rule: resolved only when p (Holm) < 0.05; no equivalence margin was registered, so nothing is "
-            "called equal). The sweep's recorded cell is shown beside it.", "",
-            "| comparison | mean lift | p | p (Holm) | reading (Holm) |", "| --- | --- | --- | --- | --- |",
-            f"| {LABEL[a]} minus {LABEL[b]}, this re-check | {txt(here)} |"]
-    if before is not None:
-        out.append(f"| {LABEL[a]} minus {LABEL[b]}, the sweep's recorded run | {txt(before)} |")
-    norm = study.paired_rows(rows, a, b)
-    ratio = cost_ratio(rows, a, b) if all("reach" in p for m in (a, b) for p in rows[m].values()) else None
-    out += ["", f"Descriptive, outside the family: the normalised score's difference {stats.interval_text(norm)} "
-            f"(n = {norm['n']})" + (f"; {LABEL[a]} / {LABEL[b]} pipeline FLOPs to {rep['plan']['target']:.0%} of the "
-            f"teachers' val lift, geometric mean {ratio['ratio']:.2f}x over the {ratio['n']} seeds where both reach it"
-            if ratio and ratio["n"] else "") + ". H3 at this T reads the MOPD form with the highest mean lift, which "
-            "the re-check does not train again: its row above stands."]
-    for m in (a, b):
-        if m in recorded:
-            d = study.paired_rows({"here": rows[m], "recorded": recorded[m]}, "here", "recorded", "lift")
-            out.append("")
-            out.append(f"{LABEL[m]} here minus the sweep's recorded {LABEL[m]}, mean lift: {stats.interval_text(d)} "
-                       f"(n = {d['n']}; the same grid and seeds, teachers trained again).")
-    out += ["", (f"**The registered comparison at T = {T} now reads from this re-check**: {here['reading']} (p (Holm) "
-                 f"{here['p_holm']:.3f}); the T = {T} paired table above and the decisions below use it." if used else
-                 f"**Not in use**: {len(seeds)} seeds recorded of the amendment's {FIVE} (or of the seeds its command "
-                 f"asked for), so the T = {T} paired table and the decisions keep the sweep's recorded cell."), ""]
-    return out
-
-
-def recheck_sections(rep: dict) -> list[str]:
-    """Every re-check section of a matched.json (the whole Results page: `results_markdown`)."""
-    return [line for key, by_T in sorted(rep.get("by_T", {}).items(), key=lambda kv: int(kv[0])) for b in RECHECKED
-            if f"recheck_{b}" in by_T for line in recheck_markdown(rep, int(key), b)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1042,7 +431,7 @@ def run_check(args, plan: Plan, Ts: tuple, argv, check: Check) -> dict:
     if not args.no_write:
         target = check_target(out, Ts, check)
         rep["by_T"] = {str(T): target["by_T"][str(T)] for T in Ts}
-    cmd, where = command("bench.matched", argv), machine()
+    cmd, where = command("studies.matched", argv), machine()
     for T in Ts:
         declared_ = check.declare(plan, T, args.quick)
 
@@ -1277,7 +666,7 @@ def main(argv=None):
         return run_check(args, plan, Ts, argv, check)
     out = Path(args.out)
     saved = out / "matched.json"
-    rep = {"command": command("bench.matched", argv), "machine": machine(), "plan": {**asdict(plan), "Ts": list(Ts)},
+    rep = {"command": command("studies.matched", argv), "machine": machine(), "plan": {**asdict(plan), "Ts": list(Ts)},
            "flops_formula": cost.FORMULA, "by_T": {}}
     if not args.no_write and saved.exists() and not args.quick:   # resume: keep every T already reported,
         rep["by_T"] = json.loads(saved.read_text()).get("by_T", {})  # those this command does not run included

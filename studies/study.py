@@ -64,6 +64,7 @@ from tools.provenance import in_processes
 from . import slices
 
 DOMAINS = ("binding", "recall")
+RESULTS = "## Results"   # a study's page from this header on is its report, written from its JSON
 
 
 def tag(x: float) -> str:

@@ -203,7 +203,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    command = bench_command("bench.teacher_headroom", argv)
+    command = bench_command("studies.teacher_headroom", argv)
     lrs = {"*": args.lrs, **({"recall": args.recall_lrs} if args.recall_lrs else {})}
     result = run_grid(args.domains, lrs, args.steps, args.seeds, args.n, args.experiment)
     summary = recipe_summary(result["rows"])

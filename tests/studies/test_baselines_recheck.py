@@ -222,7 +222,7 @@ def test_the_section_is_partial_then_decides_and_a_moved_choice_takes_the_table_
     assert "the chosen rate sits on the grid's edge for" not in done
     assert "* MOPD exact KL (re-check, lr 0.01): lr 0.0003: " in done and "lr 0.01 [extended]" in done
 
-    from tools import findings                               # the findings read the rows the page shows
+    from studies import findings                             # the findings' sentences read the rows the page shows
     moved = baselines.in_use({**rep, "recheck_edges": block_of(rep)})
     assert moved["recheck_in_use"] == ["mopd_kl", "soft"] and moved["rows"]["mopd_kl"] == rep["rows"]["mopd_pg"]
     assert "in_use(_read(data_dir, \"baselines\"))" in Path(findings.__file__).read_text()

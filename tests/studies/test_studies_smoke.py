@@ -153,8 +153,9 @@ def test_matched_cost_ratio_and_edge_marks():
     assert matched.on_edge({"chosen": {"rft": {"steps": 300, "k": 4, "lr": 3e-3}}, "grid": {"rft": grid}}, "rft")
     grid.append({"steps": 300, "k": 4, "lr": 1e-2})
     assert not matched.on_edge({"chosen": {"rft": {"steps": 300, "k": 4, "lr": 3e-3}}, "grid": {"rft": grid}}, "rft")
-    assert matched.extend_lr({"lr": 1e-2}, [{"lr": 1e-3}, {"lr": 3e-3}, {"lr": 1e-2}]) == {"lr": 3e-2}
-    assert matched.extend_lr({"lr": 3e-3}, [{"lr": 1e-3}, {"lr": 3e-3}, {"lr": 1e-2}]) is None
+    study = importlib.import_module("studies.study")          # the bracketing every study shares
+    assert study.extend_lr({"lr": 1e-2}, [{"lr": 1e-3}, {"lr": 3e-3}, {"lr": 1e-2}]) == {"lr": 3e-2}
+    assert study.extend_lr({"lr": 3e-3}, [{"lr": 1e-3}, {"lr": 3e-3}, {"lr": 1e-2}]) is None
 
 
 def test_regimes_quick_runs_resumes_and_renders(monkeypatch, tmp_path):
