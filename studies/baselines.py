@@ -71,7 +71,8 @@ matplotlib.use("Agg")
 import mopd_mini as mm  # noqa: E402
 from mopd_mini import cost, runs  # noqa: E402
 from mopd_mini.merge import merge  # noqa: E402
-from mopd_mini.offline import OfflineConfig, collect, train_offline  # noqa: E402
+from mopd_mini.config import OfflineConfig  # noqa: E402
+from mopd_mini.offline import collect, train_offline  # noqa: E402
 
 from . import sliced, slices, study  # noqa: E402
 from tools.provenance import command, machine  # noqa: E402

@@ -48,6 +48,17 @@ def on_edge(by_T: dict, m: str) -> bool:
     return isinstance(chosen, dict) and "lr" in chosen and study.on_edge(by_T["grid"][m], chosen)
 
 
+def edge_mark(by_T: dict, m: str) -> str:
+    """The table's mark beside a choice not bracketed: on the grid's edge (the extensions allowed did not
+    pass it), or on the LADDER's end, its hard limit, past which no study tries a rate (`study.bracketing`)."""
+    if not on_edge(by_T, m):
+        return ""
+    lr = by_T["chosen"][m]["lr"]
+    if study.bracketing(by_T["grid"][m], by_T["chosen"][m]) == "hard limit":
+        return f" **(at the ladder's end, {lr:g}: its hard limit, not bracketed)**"
+    return " **(on the grid's edge: not bracketed)**"
+
+
 CURES_T = 200                                           # the T the registration names
 CURE_FIELDS = {key: fields for key, _, fields in CURES}
 """each cure's MOPDConfig fields (`CURES`: the registration's table of the cures)"""
@@ -164,7 +175,7 @@ def cures_markdown(by_T: dict, T) -> list[str]:
     for m in CURES_METHODS:
         if m not in rows:
             continue
-        chosen = json.dumps(block["chosen"][m]) + (" **(on the grid's edge: not bracketed)**" if on_edge(block, m) else "")
+        chosen = json.dumps(block["chosen"][m]) + edge_mark(block, m)
         out.append(f"| {CURE_LABEL[m]} | {chosen} | {mean(m, lambda p: p['all']['binding']['normalised'])} | "
                    f"{mean(m, lambda p: p['all']['recall']['normalised'])} | {mean(m, lambda p: p['all']['mean'])} | "
                    f"{mean(m, lambda p: p['lift']['mean'])} | {mean(m, lambda p: last(p, 'stuck_share'))} | "

@@ -216,7 +216,8 @@ def estimate(plan: Plan, steps: int = 4, seeds: int = 3, workers: int = 2) -> di
     more setting per method on both seeds. On a shared machine the times are scaled by this
     process's CPU share (process time / wall time over the timed part) to a quiet machine's."""
     import torch
-    from mopd_mini.offline import OfflineConfig, collect, train_offline
+    from mopd_mini.config import OfflineConfig
+    from mopd_mini.offline import collect, train_offline
 
     torch.set_num_threads(1)
     bank = mm.AdapterBank(*mm.load_base("tiny"))
@@ -457,7 +458,8 @@ def estimate_check(plan: Plan, T: int, seeds: int, workers: int, check: Check, q
     seeds at the grid's longest run); the teachers once, in the main process. Scaled by this process's CPU
     share to a quiet machine's, as `estimate` is."""
     import torch
-    from mopd_mini.offline import OfflineConfig, collect, train_offline
+    from mopd_mini.config import OfflineConfig
+    from mopd_mini.offline import collect, train_offline
 
     torch.set_num_threads(1)
     grids = {m: meth.grid for m, meth in check.declare(plan, T, quick).methods.items()}

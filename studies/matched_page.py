@@ -22,7 +22,7 @@ from mopd_mini.adapters import atomic_write  # noqa: E402
 from . import slices, study  # noqa: E402
 from .study import RESULTS  # noqa: E402
 from .baselines import DOMAINS, LABEL  # noqa: E402
-from .cures import choice_lines, on_edge, teachers_line  # noqa: E402
+from .cures import choice_lines, edge_mark, on_edge, teachers_line  # noqa: E402
 from tools.provenance import above_header, machine_line  # noqa: E402
 from .matched_plan import (COMPARISONS, CRITIQUE, DOCS, FIGURE, FIVE, FULL, MARGINS, METHODS, OFFLINE,  # noqa: E402
                            RECHECK_ESTIMATE, RECHECK_EXPERIMENT, RECHECK_HEADING, RECHECKED, STUDENTS)
@@ -110,7 +110,7 @@ def method_table(rep: dict, by_T: dict, methods: tuple) -> list[str]:
         to = (f"{fmean(x['flops'] for x in reached):.2e} ({len(reached)}/{len(per)} seeds)" if reached
               else f"not reached (0/{len(per)})")
         wall = f"{fmean(x['seconds'] for x in reached):.0f}" if reached else "—"
-        chosen = json.dumps(by_T["chosen"][m]) + (" **(on the grid's edge: not bracketed)**" if on_edge(by_T, m) else "")
+        chosen = json.dumps(by_T["chosen"][m]) + edge_mark(by_T, m)
         out.append(f"| {LABEL[m]} | {chosen} | {col(lambda p: p['lift']['binding'])} | "
                    f"{col(lambda p: p['lift']['recall'])} | {col(lambda p: p['lift']['mean'])} | "
                    f"{col(lambda p: p['all']['mean'])} | {fmean(p['pipeline']['flops'] for p in per):.2e} | "

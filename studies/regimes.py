@@ -64,7 +64,8 @@ from mopd_mini import cost, runs  # noqa: E402
 from mopd_mini.adapters import BASE  # noqa: E402
 from mopd_mini.domains import get_domains  # noqa: E402
 from mopd_mini.merge import merge  # noqa: E402
-from mopd_mini.offline import OfflineConfig, collect, gold, train_offline  # noqa: E402
+from mopd_mini.config import OfflineConfig  # noqa: E402
+from mopd_mini.offline import collect, gold, train_offline  # noqa: E402
 from mopd_mini.regimes import starting_points  # noqa: E402
 
 from . import slices, study  # noqa: E402
