@@ -409,7 +409,7 @@ def report(results: dict, summary: dict, cmd: str, machine: str, date: str | Non
                   f"(its base {summary['base']['binding']:.2f}; GRPO 200 steps at lr 1e-3, the course preset); other "
                   f"origin {o['other_teacher_binding']:.2f} (its base {o['other_base_binding']:.2f}; GRPO "
                   f"{ab.OTHER_TEACHER['steps']} steps at lr {ab.OTHER_TEACHER['lr']:g}, the binding recipe "
-                  "bench/teacher_headroom.py chose on validation, meant to make it the stronger teacher, as in the "
+                  "studies/teacher_headroom.py chose on validation, meant to make it the stronger teacher, as in the "
                   f"paper): the foreign teacher is {o['other_teacher_binding'] - summary['teachers']['binding']:+.2f} "
                   "ahead on one seed each (descriptive: no interval, so not shown to be the stronger).", "",
                   f"**Initial per-token KL** (student at init = the course base; {results['origin'][o['seeds'][0]]['initial_kl']['n']} "

@@ -119,7 +119,7 @@ class Bench:
             warnings.warn(f"the teachers {stale} reloaded from {self.folder} were counted by cost ledger "
                           f"version(s) older than today's {cost.LEDGER}: every pipeline's teacher share would mix "
                           "code versions. Train them again in a fresh experiment, or re-count them with "
-                          "`python -m bench.baselines --recount-teachers <json>`", stacklevel=2)
+                          "`python -m studies.baselines --recount-teachers <json>`", stacklevel=2)
         self.N = cost.param_counts(self.bank)[0]
         self.n_lora = sum(p.numel() for p in self.bank.parameters("teacher_binding").values())
         self.collected = {}
@@ -351,7 +351,7 @@ def recount_teachers(rep: dict, progress: bool = True) -> dict:
             stage = {k: v for k, v in p["stage"].items() if k != "flops"}
             p["pipeline"] = pipeline_of(m, stage, teachers)
     P["teacher_costs"] = {"recounted": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                          "command": "python -m bench.baselines --recount-teachers docs/baselines.json",
+                          "command": "python -m studies.baselines --recount-teachers docs/baselines.json",
                           **teachers}
     return recount_flops(rep)
 

@@ -202,7 +202,7 @@ def markdown(rep: dict) -> str:
     seeds = P["seeds_done"]
     out = ["# Baselines: is MOPD worth it?", "",
            "Every number on this page was written by one command, on the machine below:", "",
-           "```bash", rep["command"], "```", "",
+           "```bash", rep["command"], "```", "", *study.moved_note(rep["command"]),
            f"Machine: {machine_line(rep['machine'])}. Finished {rep['date']} after {rep['elapsed_s'] / 60:.0f} min "
            f"(runs already in runs/baselines/ are reloaded, not retrained). Seeds finished: {seeds}.", "",
            *study.unfinished(rep["command"], P["seeds_done"]),
@@ -442,7 +442,7 @@ def cost_section(rep: dict) -> list[str]:
              "**The ledger is not one code version.** The teachers' counters were recorded by the code before "
              "prefill-once (their prompt prefill counted as sampled as well as trained, every row's prompt trained), "
              "the distillation stages after it, so the teachers' share is overstated; "
-             "`python -m bench.baselines --recount-teachers docs/baselines.json` re-counts them."), ""]
+             "`python -m studies.baselines --recount-teachers docs/baselines.json` re-counts them."), ""]
     return out + recheck_cost_note(rep)
 
 

@@ -5,7 +5,7 @@ the finished runs alone).
 
     python -m studies.results                        # 2 teachers + 3 losses x 3 seeds (~25 min, 2-core CPU)
     python -m studies.results --seeds 0 --losses pg  # a quick look
-    python -m bench.results ...                      # the same (the path docs/results.md quotes)
+    mopd-mini results ...                            # the page alone, from the finished runs
 
 Every number on the page is from this script.
 """

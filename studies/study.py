@@ -111,6 +111,16 @@ def bracketing(entries: list[dict], chosen) -> str:
     return "hard limit" if any(math.isclose(lr, end) for end in (LADDER[0], LADDER[-1])) else "edge"
 
 
+def moved_note(command: str) -> list[str]:
+    """A page's line under a recorded command that ran as `python -m bench.<x>` (history, kept as it ran):
+    the module's home now (studies/, since 2026-12-06); nothing for any other command."""
+    if not command.startswith("python -m bench."):
+        return []
+    name = command.split()[2].split(".", 1)[1]
+    return [f"The command above ran as `bench.{name}`; the module is now `studies.{name}` (`python -m studies.{name}`, "
+            "the same flags; the old name no longer runs).", ""]
+
+
 def spent_line(block: dict, registered: tuple, amendment: str, where: str = "on a quiet machine") -> list[str]:
     """What a check spent against its registered estimate (CPU-hours `where`, in the amendment of that
     date): in slices, the recorded jobs' CPU-hours (each job one core); run whole, its wall time and the
