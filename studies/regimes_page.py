@@ -496,7 +496,7 @@ DEVIATIONS = [
     "adapters as the domains' teachers (the registration builds \"both domains' adapters\" that way and does not "
     "name other teachers), and Mix-RL is reported at its last budget (400 steps) beside the SFT interference test.",
     "* *Arm 1's second pair* (recall against memory, registered to run once if H1.1 is not shown on the first pair) "
-    "is `python -m bench.regimes --arm 1b`: the same table of methods, budgets and gate G1 (its memory teacher is "
+    "is `python -m studies.regimes --arm 1b`: the same table of methods, budgets and gate G1 (its memory teacher is "
     "retrained in its own run folder, the same config and seeds as arm 1's). *Arm 3* is not run. Each arm's section "
     "says which of its jobs finished.",
     "* *The trainers' periodic evaluations are off* (`eval_every = 0`): every number below is the one evaluation "
@@ -522,7 +522,7 @@ def _render(out: Path, page_from: Path | None, allow_shrink: bool) -> Path:
     text = source.read_text()
     head = above_header(text, RESULTS).rstrip() + "\n\n"
     body = [RESULTS, "",
-            "Written by `python -m bench.regimes` from docs/regimes.json (every finished (arm, method, seed) job); "
+            "Written by `python -m studies.regimes` from docs/regimes.json (every finished (arm, method, seed) job); "
             "nothing above this section changed. Every sentence here that states an outcome names the table it "
             "comes from; the decisions are the registered rules applied to the comparison tables.", ""]
     body += DEVIATIONS
