@@ -518,7 +518,10 @@ def render(fid: str, data_dir: Path | None = None) -> str:
         return regimes_decision(data, parts[1], last, bool(five))
     if parts[0] == "results" and parts[1] == "token_kl":
         from mopd_mini.results_page import token_kl_caption
-        return token_kl_caption(json.loads((data_dir / "figures" / "token_kl.json").read_text()))
+        path = data_dir / "figures" / "token_kl.json"
+        if not path.exists():
+            raise SystemExit(f"{path}: missing: the token_kl figure's data (python -m studies.results --figure-only writes it)")
+        return token_kl_caption(json.loads(path.read_text()))
     if parts[0] == "results" and parts[1] == "stage3":
         return results_stage3(data_dir)
     if parts[0] == "ablations":

@@ -21,6 +21,7 @@ def copy_docs(tmp_path: Path, *names: str) -> Path:
     out = tmp_path / "docs"
     out.mkdir()
     for n in names:
+        (out / n).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(DOCS / n, out / n)
     return out
 
@@ -214,7 +215,8 @@ def test_regimes_render_checks_its_store_and_never_shrinks_the_page_or_its_views
 def test_findings_read_the_json_through_the_check(tmp_path):
     from tools import findings
 
-    data = copy_docs(tmp_path, "matched.json", "regimes.json", "ablations.json", "baselines.json", "results.json")
+    data = copy_docs(tmp_path, "matched.json", "regimes.json", "ablations.json", "baselines.json", "results.json",
+                     "figures/token_kl.json")
     assert findings.check(ROOT, data) == []
     rep = json.loads((data / "matched.json").read_text())
     del rep["by_T"]["400"]["rows"]
