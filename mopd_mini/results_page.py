@@ -127,10 +127,15 @@ def score_row(table, names, lengths=None):
     return [cell([s[d]["normalised"] for s in per]) for d in ("binding", "recall")] + [cell([s["mean"] for s in per])]
 
 
+def page_flags(args) -> str:
+    """The flags of the page's runs (`--seeds ... --losses ... --n ...`)."""
+    return " ".join(f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+                    for k, v in vars(args).items() if k != "figure_only")
+
+
 def page_command(args) -> str:
     """The command line of the page's runs, as the page prints it."""
-    return PAGE_COMMAND + " " + " ".join(f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}"
-                                         for k, v in vars(args).items() if k != "figure_only")
+    return f"{PAGE_COMMAND} {page_flags(args)}"
 
 
 def write_token_kl(trace: list[dict], student: str, made_by: str, folder: Path = FIGURES) -> dict:
@@ -262,7 +267,7 @@ def main(argv=None, prog: str = "mopd-mini results", train: bool = False) -> int
     if args.figure_only:
         _, students, _, traces, _ = learning_runs(bank, args)
         name = students[args.losses[0]][0]
-        made_by = f"{prog} {page_command(args).split(' ', 3)[-1]} --figure-only"   # the command that ran
+        made_by = f"{prog} {page_flags(args)} --figure-only"   # the command that ran
         print(token_kl_caption(write_token_kl(traces[name], name, made_by)))
         return 0
     write_page(*learning_runs(bank, args), args)

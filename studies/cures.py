@@ -51,12 +51,13 @@ def on_edge(by_T: dict, m: str) -> bool:
 def edge_mark(by_T: dict, m: str) -> str:
     """The table's mark beside a choice not bracketed: on the grid's edge (the extensions allowed did not
     pass it), or on the LADDER's end, its hard limit, past which no study tries a rate (`study.bracketing`)."""
-    if not on_edge(by_T, m):
+    chosen = by_T["chosen"][m]
+    if not (isinstance(chosen, dict) and "lr" in chosen):
         return ""
-    lr = by_T["chosen"][m]["lr"]
-    if study.bracketing(by_T["grid"][m], by_T["chosen"][m]) == "hard limit":
-        return f" **(at the ladder's end, {lr:g}: its hard limit, not bracketed)**"
-    return " **(on the grid's edge: not bracketed)**"
+    kind = study.bracketing(by_T["grid"][m], chosen)
+    if kind == "hard limit":
+        return f" **(at the ladder's end, {chosen['lr']:g}: its hard limit, not bracketed)**"
+    return " **(on the grid's edge: not bracketed)**" if kind == "edge" else ""
 
 
 CURES_T = 200                                           # the T the registration names
