@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from . import deprecation
 from .domains import get_domains
 from .validate import validate
 
@@ -548,10 +548,4 @@ class OfflineConfig:
 def old_paths(module: str, names: tuple[str, ...]):
     """The module-level `__getattr__` of a module the config classes `names` used to be imported from:
     it gives this module's class with a DeprecationWarning (for one release), and refuses any other name."""
-    def __getattr__(name: str):
-        if name in names:
-            warnings.warn(f"importing {name} from {module} is deprecated and will be removed in the next release: "
-                          f"import it from mopd_mini.config (or mopd_mini)", DeprecationWarning, stacklevel=2)
-            return globals()[name]
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
-    return __getattr__
+    return deprecation.old_names(module, {name: f"{__name__}:{name}" for name in names})

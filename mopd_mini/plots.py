@@ -19,13 +19,12 @@ their old names here still work for one release, with a DeprecationWarning.
 
 from __future__ import annotations
 
-import importlib
-import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 
+from . import deprecation
 from .palette import COLORS
 from .palette import color as _color
 
@@ -389,13 +388,7 @@ MOVED_TO_VIEWS = ("baselines_view", "cost_curves", "initial_kl", "origin_curves"
 """the figures of study results, now in mopd_mini.views: their old names here warn for one release"""
 
 
-def __getattr__(name: str):
-    if name in MOVED_TO_VIEWS:
-        warnings.warn(f"mopd_mini.plots.{name} is deprecated and will be removed in the next release: the "
-                      f"figures of study results live in mopd_mini.views ({name} there)", DeprecationWarning,
-                      stacklevel=2)
-        return getattr(importlib.import_module("mopd_mini.views"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = deprecation.old_names(__name__, {name: f"mopd_mini.views:{name}" for name in MOVED_TO_VIEWS})
 
 
 # every public function (and class method) of this module: its annotated arguments checked at a call from outside
