@@ -7,6 +7,8 @@ M the (B, T) completion mask.
 
   stuck_mask        the student's sampled tokens where it is confident and the teacher rejects it:
                     p_S(y_t) > p_min and log p_T(y_t) < teacher_logp_max
+  stuck_metrics     one domain's stuck share (stuck tokens / completion tokens) and the gradient and KL
+                    on its stuck tokens and on the rest: what the trainer logs every step
   grad_norms        || d loss_t / d z_t ||, per position, in closed form for each loss form
                     (GRAD_NORMS: kl, fkl, jsd, pg, topk, topk_support): no backward, a chunk
                     of rows at a time
@@ -60,6 +62,24 @@ def stuck_mask(student_logprobs: Tensor, teacher_logprobs: Tensor, mask: Tensor,
         raise ValueError(f"p_min must be in [0, 1), got {p_min}")
     log_p_min = math.log(p_min) if p_min > 0 else -math.inf
     return (student_logprobs.detach() > log_p_min) & (teacher_logprobs.detach() < teacher_logp_max) & mask.bool()
+
+
+def stuck_metrics(info: dict, idx, mask, d: str) -> dict:
+    """One domain's stuck detector in a step's metrics (rows `idx` of the trainer's per-token tensors `info`,
+    their completion mask (b, C)), pooled over its tokens:
+    stuck_tokens (a count), stuck_share (stuck tokens / completion tokens), grad_stuck and grad_rest
+    (the trained loss's mean per-position gradient norm on the stuck tokens and on the others),
+    kl_grad_stuck and kl_grad_rest (the exact reverse KL's), kl_stuck and kl_rest (the exact reverse KL
+    itself there: how much of it the stuck tokens carry). A mean over no token is None (null in
+    metrics.jsonl, never NaN, which is not JSON): read it beside stuck_tokens."""
+    M = mask.bool()
+    stuck = info["stuck"][idx].bool() & M
+    row = {f"stuck_tokens/{d}": int(stuck.sum().item()), f"stuck_share/{d}": masked_share(stuck, M)}
+    for key, name in (("grad_norm", "grad"), ("kl_grad_norm", "kl_grad"), ("kl", "kl")):
+        if key in info:
+            row[f"{name}_stuck/{d}"] = mean_over(info[key][idx], stuck)
+            row[f"{name}_rest/{d}"] = mean_over(info[key][idx], M & ~stuck)
+    return row
 
 
 # ---------------------------------------------------------------------------------------------

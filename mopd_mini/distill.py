@@ -150,35 +150,18 @@ def stuck_info(cfg: config.MOPDConfig, student_logits, rollout: Rollout, teacher
 
 def domain_metrics(info: dict, rollout: Rollout, rewards) -> dict:
     """Per-domain means of the per-token tensors (named metric/domain), plus token counts and the
-    stuck detector's metrics (`stuck_metrics`)."""
+    stuck detector's metrics (`diagnostics.stuck_metrics`)."""
     row = {}
     for d in dict.fromkeys(rollout.domains):
         idx = torch.tensor([i for i, x in enumerate(rollout.domains) if x == d])
         mask = rollout.completion_mask[idx]                                   # (b, C)
         for name in ("loss", "kl", "sampled_kl", "clipped", "student_topk_mass", "teacher_topk_mass", "off_support"):
             row[f"{name}/{d}"] = masked_mean(info[name][idx], mask).item()
-        row.update(stuck_metrics(info, idx, mask, d))
+        row.update(diagnostics.stuck_metrics(info, idx, mask, d))
         adv = info["advantage_raw"][idx][mask.bool()]                        # this domain's tokens
         row.update({f"adv_mean/{d}": adv.mean().item(), f"adv_min/{d}": adv.min().item(),
                     f"adv_max/{d}": adv.max().item(), f"tokens/{d}": int(mask.sum().item()),
                     f"reward/{d}": rewards[idx].mean().item()})
-    return row
-
-
-def stuck_metrics(info: dict, idx, mask, d: str) -> dict:
-    """One domain's stuck detector (rows `idx`, completion mask (b, C)), pooled over its tokens:
-    stuck_tokens (a count), stuck_share (stuck tokens / completion tokens), grad_stuck and grad_rest
-    (the trained loss's mean per-position gradient norm on the stuck tokens and on the others),
-    kl_grad_stuck and kl_grad_rest (the exact reverse KL's), kl_stuck and kl_rest (the exact reverse KL
-    itself there: how much of it the stuck tokens carry). A mean over no token is None (null in
-    metrics.jsonl, never NaN, which is not JSON): read it beside stuck_tokens."""
-    M = mask.bool()
-    stuck = info["stuck"][idx].bool() & M
-    row = {f"stuck_tokens/{d}": int(stuck.sum().item()), f"stuck_share/{d}": diagnostics.masked_share(stuck, M)}
-    for key, name in (("grad_norm", "grad"), ("kl_grad_norm", "kl_grad"), ("kl", "kl")):
-        if key in info:
-            row[f"{name}_stuck/{d}"] = diagnostics.mean_over(info[key][idx], stuck)
-            row[f"{name}_rest/{d}"] = diagnostics.mean_over(info[key][idx], M & ~stuck)
     return row
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mopd_mini import AdapterBank, MOPDConfig, plots, runs, train_student
-from mopd_mini.diagnostics import GRAD_NORMS, form_of, grad_norms, mean_over, off_support_mass, stuck_mask
+from mopd_mini.diagnostics import GRAD_NORMS, form_of, grad_norms, mean_over, off_support_mass, stuck_mask, stuck_metrics
 from mopd_mini.distill import StuckWarning
 from mopd_mini.losses import jsd_loss, log_softmax_at, pg_loss, reverse_kl, forward_kl, topk_reverse_kl
 
@@ -373,3 +373,19 @@ def test_the_cli_derives_the_stuck_flags():
                                                           "--stuck-warn-share", "0.1", "--stuck-window", "30"]))
     assert {k: values[k] for k in values if k.startswith("stuck")} == dict(
         stuck_p=0.95, stuck_teacher_logp=-6.0, stuck_warn_share=0.1, stuck_window=30)
+
+
+def test_stuck_metrics_pool_one_domain_over_its_completion_tokens():
+    # two rows of the batch belong to the domain; row 1's last position is padding
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]], dtype=torch.float)
+    info = {"stuck": torch.tensor([[0., 1., 0.], [1., 0., 1.], [1., 1., 1.]]),  # row 2: another domain
+            "kl": torch.tensor([[1., 4., 1.], [6., 2., 9.], [0., 0., 0.]])}
+    row = stuck_metrics(info, torch.tensor([0, 1]), mask, "binding")
+    assert row["stuck_tokens/binding"] == 2                       # the padded stuck flag is not counted
+    assert row["stuck_share/binding"] == pytest.approx(2 / 5)
+    assert row["kl_stuck/binding"] == pytest.approx((4 + 6) / 2)
+    assert row["kl_rest/binding"] == pytest.approx((1 + 1 + 2) / 3)
+    assert "grad_stuck/binding" not in row                         # no grad_norm in info: not logged
+    none = stuck_metrics({"stuck": torch.zeros(1, 3), "kl": torch.ones(1, 3)}, torch.tensor([0]),
+                         torch.ones(1, 3), "recall")
+    assert none["stuck_share/recall"] == 0 and none["kl_stuck/recall"] is None
