@@ -59,6 +59,7 @@ from tqdm.auto import tqdm
 from . import cost
 from . import diagnostics
 from . import routing
+from . import ucmopd
 from .adapters import AdapterBank
 from .domains import get_domains
 from .evaluation import accuracy_by_length
@@ -66,8 +67,6 @@ from .losses import (jsd_loss, masked_mean, pg_loss, policy_gradient_loss, rever
                      topk_reverse_kl)
 from .rollout import (Rollout, check_budget, completion_logits, concat, pack, prefill_reusable, sample,
                       token_logprobs)
-from .ucmopd import (endorsement_mask, entropy, golden_gain_keep,
-                     positive_advantage_density)
 from .runs import Run, adamw, guarded_step, teacher_manifest, train_mode
 from .validate import guarded
 from . import config  # the config and its UCMOPD options live in the torch-free config module
@@ -172,11 +171,11 @@ def ucmopd_objective(cfg: config.MOPDConfig, step: int, student_logits, rollout:
     Rows [0, anchors) are the anchors, one per prompt; rows after them (golden gain) are each
     prompt's m exploration samples, prompt by prompt.
 
-    The wiring (tests/test_ucmopd.py computes a case by hand): both filters read the UNCLIPPED
-    advantage A_t = log pi_T(y_t) - log pi_S(y_t) under the student's temperature-1 log-probs (not
-    the sampler's). Golden-Gain first keeps or drops whole rows, each row's density taken over all
-    of its completion tokens; Teacher-Endorsement then masks tokens of the rows kept (`tef_masked`
-    is a share of those). The loss is the chosen form's `masked_mean` over the KEPT tokens: each
+    The filters are `ucmopd.filters` (tests/test_ucmopd.py computes a case by hand): both read the
+    UNCLIPPED advantage A_t = log pi_T(y_t) - log pi_S(y_t) under the student's temperature-1
+    log-probs (not the sampler's). Golden-Gain first keeps or drops whole rows, each row's density
+    taken over all of its completion tokens; Teacher-Endorsement then masks tokens of the rows kept
+    (`tef_masked` is a share of those). The loss is the chosen form's `masked_mean` over the KEPT tokens: each
     row's mean over its kept tokens, then the mean over the rows that keep any. The paper's 1/T
     reads as the full completion length; this averages over the kept ones. The mask applies to
     MOPD-Top-k and the exact KL as well as MOPD-PG: an extension beyond the paper."""
@@ -184,30 +183,8 @@ def ucmopd_objective(cfg: config.MOPDConfig, step: int, student_logits, rollout:
     with torch.no_grad():
         student_logprobs = token_logprobs(student_logits, ids)               # (B, C) at temperature 1
     advantage = teacher.logprobs - student_logprobs                          # (B, C) A_t, before the clip
-    loss_mask, pg_weight, row = mask.clone(), None, {}
-    domains = rollout.domains
-    if cfg.golden_gain is not None:
-        m = cfg.golden_gain.samples
-        density = positive_advantage_density(advantage, mask)                # (B,)
-        keep = golden_gain_keep(density[:anchors], density[anchors:].view(anchors, m))  # (P, m)
-        rows = torch.cat([torch.ones(anchors, dtype=torch.bool, device=keep.device), keep.reshape(-1)])
-        loss_mask = loss_mask * rows[:, None]
-        for d in dict.fromkeys(domains[:anchors]):
-            of_d = torch.tensor([x == d for x in domains[:anchors]], device=keep.device)
-            row[f"gg_kept/{d}"] = keep[of_d].float().mean().item()
-        row["gg_kept"] = keep.float().mean().item()
-        if cfg.golden_gain.importance_cap is not None and cfg.loss == "pg":
-            ratio = (student_logprobs - rollout.sample_logprobs).exp().clamp(max=cfg.golden_gain.importance_cap)
-            pg_weight = torch.where(torch.arange(len(ids), device=ids.device)[:, None] < anchors, 1.0, ratio)
-    if cfg.endorsement is not None:
-        generator = torch.Generator().manual_seed(
-            (cfg.seed * 1_000_003 + step) * 1_009 + cfg.endorsement.seed)     # one stream per step: resumable
-        before = loss_mask
-        loss_mask, _ = endorsement_mask(teacher.logprobs, entropy(teacher.logits), advantage, before, generator)
-        for d in dict.fromkeys(domains):
-            of_d = torch.tensor([x == d for x in domains], device=ids.device)
-            row[f"tef_masked/{d}"] = (1 - loss_mask[of_d].sum() / before[of_d].sum().clamp(min=1)).item()
-        row["tef_masked"] = (1 - loss_mask.sum() / before.sum().clamp(min=1)).item()
+    loss_mask, pg_weight, row = ucmopd.filters(cfg, step, advantage, mask, rollout.domains, anchors, teacher.logprobs,
+                                               teacher.logits, student_logprobs, rollout.sample_logprobs)
     loss, info = mopd_objective(cfg, student_logits, rollout, teacher, loss_mask=loss_mask, pg_weight=pg_weight)
     return loss, info, row
 

@@ -1,7 +1,9 @@
 """UCMOPD's two options for the MOPD trainer, as pure tensor functions (arXiv 2608.26735).
 
-The trainer (`distill.train_student`, `MOPDConfig.golden_gain` / `.endorsement`) calls these;
-nothing here knows about models. A_t is MOPD-PG's per-token advantage, log pi_T(y_t) - log pi_S(y_t)
+The options are `MOPDConfig.golden_gain` / `.endorsement` (config); `filters` applies both to one
+step's batch, and the trainer (`distill.ucmopd_objective`) takes the loss on the tokens it keeps.
+The study that compares UCMOPD with plain MOPD is the ablations' third (`ucmopd_study`, docs/ablations.md).
+Nothing here knows about models. A_t is MOPD-PG's per-token advantage, log pi_T(y_t) - log pi_S(y_t)
 (before the clip), M the (B, T) completion mask.
 
 Golden-Gain Enhancement (which samples the student learns from):
@@ -24,7 +26,7 @@ Teacher-Endorsement Filtering (which tokens the student learns from):
     untypical token that the teacher merely likes more than the student is mostly skipped, and a
     typical one that the student over-weights is pushed down less often.
 
-How the trainer applies them (`distill.ucmopd_objective`, whose docstring has the order): the
+How the trainer applies them (`filters`, whose docstring has the order): the
 loss averages over the KEPT tokens (each row's mean over its kept tokens, `losses.masked_mean`),
 where the paper's 1/T reads as the full length; and the mask also applies to MOPD-Top-k and the
 exact KL, an extension beyond the paper.
@@ -92,3 +94,42 @@ def endorsement_mask(teacher_logprobs: Tensor, teacher_entropy: Tensor, advantag
     keep = (u < w).to(w.dtype) * M
     dropped = (M - keep).sum() / M.sum().clamp(min=1)
     return keep, {"keep_prob": w, "masked_fraction": dropped}
+
+
+def filters(cfg: config.MOPDConfig, step: int, advantage: Tensor, mask: Tensor, domains: list[str], anchors: int,
+            teacher_logprobs: Tensor, teacher_logits: Tensor | None, student_logprobs: Tensor,
+            sample_logprobs: Tensor | None) -> tuple[Tensor, Tensor | None, dict]:
+    """Both options of `cfg` applied to one step's batch: (the loss's keep-mask (B, T), MOPD-PG's
+    per-token weight or None, the step's metrics gg_kept and tef_masked, overall and per domain).
+
+    Rows [0, anchors) are the anchors, one per prompt; the rows after them are each prompt's
+    `cfg.golden_gain.samples` exploration samples, prompt by prompt. `advantage` is A_t before the
+    clip (the student's temperature-1 log-probs, not the sampler's). Golden-Gain keeps or drops whole
+    rows (each row's density over all its completion tokens); with `importance_cap`, MOPD-PG weights an
+    exploration row's tokens by the capped ratio pi_S / pi_sampler. Teacher-Endorsement then masks
+    tokens of the rows kept, from a generator seeded by (cfg.seed, step, endorsement.seed): one stream
+    per step, so a resumed run draws what the uninterrupted one did."""
+    loss_mask, pg_weight, row = mask.clone(), None, {}
+    if cfg.golden_gain is not None:
+        m = cfg.golden_gain.samples
+        density = positive_advantage_density(advantage, mask)                # (B,)
+        keep = golden_gain_keep(density[:anchors], density[anchors:].view(anchors, m))  # (P, m)
+        rows = torch.cat([torch.ones(anchors, dtype=torch.bool, device=keep.device), keep.reshape(-1)])
+        loss_mask = loss_mask * rows[:, None]
+        for d in dict.fromkeys(domains[:anchors]):
+            of_d = torch.tensor([x == d for x in domains[:anchors]], device=keep.device)
+            row[f"gg_kept/{d}"] = keep[of_d].float().mean().item()
+        row["gg_kept"] = keep.float().mean().item()
+        if cfg.golden_gain.importance_cap is not None and cfg.loss == "pg":
+            ratio = (student_logprobs - sample_logprobs).exp().clamp(max=cfg.golden_gain.importance_cap)
+            pg_weight = torch.where(torch.arange(len(mask), device=mask.device)[:, None] < anchors, 1.0, ratio)
+    if cfg.endorsement is not None:
+        generator = torch.Generator().manual_seed(
+            (cfg.seed * 1_000_003 + step) * 1_009 + cfg.endorsement.seed)     # one stream per step: resumable
+        before = loss_mask
+        loss_mask, _ = endorsement_mask(teacher_logprobs, entropy(teacher_logits), advantage, before, generator)
+        for d in dict.fromkeys(domains):
+            of_d = torch.tensor([x == d for x in domains], device=mask.device)
+            row[f"tef_masked/{d}"] = (1 - loss_mask[of_d].sum() / before[of_d].sum().clamp(min=1)).item()
+        row["tef_masked"] = (1 - loss_mask.sum() / before.sum().clamp(min=1)).item()
+    return loss_mask, pg_weight, row
