@@ -3,7 +3,7 @@ from a stand-in model's answers), its markdown rows, and the depth view the regi
 
 from mopd_mini.domains import REGIME_DOMAINS
 
-from tests.test_factworld_regimes import ORIGINAL_MAP, read_facts
+from tests.test_regime_tasks import ORIGINAL_MAP, read_facts
 
 
 def test_starting_points_diagnostics(monkeypatch):

@@ -1,4 +1,4 @@
-"""Tests for the regime study's FactWorld tasks (factworld/regimes.py): chain, conflict, memory.
+"""Tests for the regime study's FactWorld tasks (factworld/regime_tasks.py): chain, conflict, memory.
 
 Text compatibility is checked against examples the ORIGINAL generator printed: ianbarber/factworld
 at commit b8fd246 (factworld/tasks.py), run as
