@@ -15,7 +15,7 @@ regexes and the original's printed map, never with factworld's parsers.
 The last section checks what the course's side makes of these tasks: the tiny tokenizer covers
 the registered regime domains, a chain completion earns its reward on the final answer, and the
 GRPO trainer runs a step on each. The domains' registration is tested in tests/test_domains.py,
-mopd_mini.regimes' starting points in tests/test_regimes.py.
+mopd_mini.starting_points' in tests/test_starting_points.py.
 """
 
 from __future__ import annotations
