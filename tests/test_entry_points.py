@@ -18,7 +18,7 @@ import torch
 
 import factworld
 import mopd_mini
-from mopd_mini import ablations, evidence, merge, plots, routing, starting_points, views
+from mopd_mini import ablation_runs, evidence, merge, plots, routing, starting_points, views
 from mopd_mini import (GRPOConfig, MOPDConfig, cli, cost, evaluate, generate_answers, get_domains, lab, load_base,
                        losses, runs, sample, train_student, widgets)
 from mopd_mini.adapters import AdapterBank, LoraSettings
@@ -103,7 +103,7 @@ def _submodule(name: str):
 
 
 def test_the_course_modules_are_read_from_the_notebooks():
-    assert {"routing", "merge", "plots", "exercises", "views", "evidence", "starting_points", "runs", "ablations", "lab",
+    assert {"routing", "merge", "plots", "exercises", "views", "evidence", "starting_points", "runs", "ablation_runs", "lab",
             "widgets", "losses", "cost", "rollout", "offline"} <= course_modules()
 
 
@@ -187,7 +187,7 @@ def cases(tiny, examples):
         (lambda: nucleus(z[0], "0.9"), r"rollout.nucleus: top_p='0.9' is not a finite float"),
         (lambda: mopd_mini.evaluation.domain_score({}, 3, "binding"), r"evaluation.domain_score: adapter=3 is not a str"),
         (lambda: runs.read_metrics(3), r"runs.read_metrics: folder=3 is not a str or a path"),
-        (lambda: ablations.kl_window([{"kl/binding": 1.0}], share="0.1"), r"ablations.kl_window: share='0.1' is not a finite float"),
+        (lambda: ablation_runs.kl_window([{"kl/binding": 1.0}], share="0.1"), r"ablation_runs.kl_window: share='0.1' is not a finite float"),
     ]
 
 
