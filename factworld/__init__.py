@@ -1,5 +1,5 @@
 """FactWorld: synthetic tasks with exact, verifiable answers: the course's binding and recall,
-and the regime study's chain, conflict and memory (regimes.py).
+and the regime study's chain, conflict and memory (regime_tasks.py).
 
     >>> import factworld
     >>> ex = factworld.generate("binding", "test", n=1, length=8)[0]
@@ -7,9 +7,9 @@ and the regime study's chain, conflict and memory (regimes.py).
     1
 """
 
-from .regimes import REGIME_TASKS, REGIME_WORDS, param_map, strict_trace
+from .regime_tasks import REGIME_TASKS, REGIME_WORDS, param_map
 from .score import (FLOORS, METRICS, chain_steps, floor, floor_of, grade, parse_binding, parse_chain, score,
-                    trace_steps)
+                    strict_trace, trace_steps)
 from .tasks import (ALL_TASKS, ANSWER_STYLES, DEFAULT_KNOBS, FUNCTION_WORDS, SPLITS, TASKS, Example,
                     conflict_train_mix, generate, make_example, reinforce, resolve_knobs, split_of)
 

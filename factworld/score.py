@@ -4,7 +4,11 @@ relaxed  the headline metric and the RL reward: normalise the decoration chat mo
          (markdown emphasis, backticks, punctuation glued to a token), strip one trailing period
          from prediction and gold, split on white space, and compare the prediction's first
          len(gold) tokens with the gold tokens. Trailing chatter after a right answer passes.
-exact    a diagnostic: the prediction, split on white space, equals the gold token for token.
+strict   the whole answer and the stop: the prediction's tokens, cleaned as in relaxed, are the
+         gold's tokens with nothing after them, and it ends with the gold's closing period where
+         the gold has one. A right answer that keeps going (`g5 g0 g4. g3`) scores 0 here and 1
+         under relaxed. On a chain's worked trace it is the regime study's strict trace
+         (strict_trace).
 final    the final answer only (a sparse reward on a trace answer): the prediction's LAST token,
          cleaned as in relaxed, equals the gold's last token. What the prediction wrote before
          it (a trace, right or wrong, or nothing) is not graded; trailing words after the answer
@@ -23,7 +27,7 @@ from __future__ import annotations
 import re
 from statistics import fmean
 
-METRICS = ("relaxed", "exact", "final")
+METRICS = ("relaxed", "strict", "final")
 FLOORS = ("inverse_writes", "filter_guess")
 _DECORATION = "*`_\"'"  # markdown emphasis, code ticks and quotes wrapped around a token
 _GLUED = ".,;:!?()[]{}"  # punctuation a chat model glues to a token
@@ -47,17 +51,27 @@ def _clean(token: str) -> str:
 
 def score(pred: str, gold: str, metric: str = "relaxed") -> int:
     """1 if `pred` answers `gold` under `metric`, else 0."""
-    if metric == "exact":
-        return int(pred.split() == gold.split())
     if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}; valid metrics: {', '.join(METRICS)}")
+        removed = " ('exact', the raw-token match, is gone: 'strict' is the one strict rule)" if metric == "exact" else ""
+        raise ValueError(f"unknown metric {metric!r}; valid metrics: {', '.join(METRICS)}{removed}")
     gold_tokens = _tokens(gold, strip_period=True)
     if not gold_tokens:
         raise ValueError(f"empty gold answer {gold!r}: every prediction would match it")
     pred_tokens = _pred_tokens(pred)
     if metric == "final":
         return int(pred_tokens[-1:] == gold_tokens[-1:])
+    if metric == "strict":
+        stops = pred.strip().endswith(".") or not gold.strip().endswith(".")
+        return int(stops and pred_tokens == [t.strip(".") for t in gold_tokens])
     return int(pred_tokens[: len(gold_tokens)] == gold_tokens)
+
+
+def strict_trace(pred: str, gold: str) -> int:
+    """The strict metric on a worked trace (the regime study's primary measure on chain): 1 if the
+    prediction is the gold trace through its end: the same tokens (cleaned as in relaxed), nothing
+    after them, and the gold's closing period where the gold has one. A right trace that keeps going
+    (`g5 g0 g4. g3`) scores 0 here and 1 under relaxed, the prefix match."""
+    return score(pred, gold, "strict")
 
 
 def _pred_tokens(pred: str) -> list[str]:

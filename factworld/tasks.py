@@ -5,7 +5,7 @@ binding  last-write-wins state tracking: a stream of `s{i} gives o{k} to g{j}.` 
          that moved the queried object.
 recall   in-context associative recall: N facts `g{i}'s a0 is v{k}.`, then
          `what is a0 of g{i}?`; the gold answer is that agent's value.
-These two are the course's (TASKS). regimes.py adds the regime study's three (REGIME_TASKS):
+These two are the course's (TASKS). regime_tasks.py adds the regime study's three (REGIME_TASKS):
 chain (a pointer chase), conflict (a context value against a memorised map) and memory (the
 map itself); they are generated, split and scored by the same functions below.
 
@@ -31,9 +31,9 @@ import operator
 import random
 from dataclasses import dataclass, field
 
-from . import regimes
+from . import regime_tasks
 from .score import METRICS
-from .regimes import MIN_LENGTH, REGIME_KNOB_HELP, REGIME_KNOBS, REGIME_SAMPLERS, REGIME_TASKS, check_knobs
+from .regime_tasks import MIN_LENGTH, REGIME_KNOB_HELP, REGIME_KNOBS, REGIME_SAMPLERS, REGIME_TASKS, check_knobs
 
 TASKS = ("binding", "recall")  # the course's two (the shipped base was pretrained on exactly these)
 ALL_TASKS = TASKS + REGIME_TASKS
@@ -55,7 +55,7 @@ KNOB_HELP = {
     **REGIME_KNOB_HELP,
 }
 # Every word binding's and recall's templates write besides entities (g*, o*, v*, s*) and
-# punctuation (the tiny tokenizer's vocabulary is built from it: do not extend it; regimes.py's
+# punctuation (the tiny tokenizer's vocabulary is built from it: do not extend it; regime_tasks.py's
 # REGIME_WORDS lists what its tasks add).
 FUNCTION_WORDS = ("gives", "to", "who", "is", "the", "final", "holder", "of", "what", "a0", "'s")
 TEST_FRACTION = 0.1  # share of the text space that belongs to the test split (h < 0.1)
@@ -215,7 +215,7 @@ def generate(task: str, split: str = "train", n: int = 1, length: int | None = N
     recall agent_pool=64, value_vocab=128. `answer_style="trace"` makes the gold a short chain of
     evidence ending in the answer (binding: every holder of the queried object, in order;
     recall: the matching fact; chain: the path, start to answer; conflict: the matching fact;
-    memory: `g a0 v`, the original's reinforce text). Regime knobs: regimes.REGIME_KNOBS."""
+    memory: `g a0 v`, the original's reinforce text). Regime knobs: regime_tasks.REGIME_KNOBS."""
     if length is None:
         raise ValueError("generate() needs a length (binding: events in the stream; recall: facts; "
                          "chain: the depth; conflict and memory: facts in the prompt)")
@@ -231,7 +231,7 @@ def reinforce(n: int, **knobs) -> list[Example]:
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     k = resolve_knobs("memory", 1, **knobs)
-    memorised = regimes.param_map(k["map_agents"], k["map_values"], k["map_seed"])
+    memorised = regime_tasks.param_map(k["map_agents"], k["map_values"], k["map_seed"])
     return [Example("memory", "train", 0, j, 0, "", f"g{j % k['map_agents']} a0 v{memorised[j % k['map_agents']]}.",
                     "trace", k) for j in range(n)]
 

@@ -10,7 +10,7 @@ pointer chase, its gold the worked trace, its reward the final answer only; dept
 4-5 held out), conflict (a context value against the memorised map) and memory (that map,
 recalled from the weights), facts 2-3 trained, 4-5 held out. On the shipped tiny base chain uses
 chain_v1's text (hop_count=0): the tiny vocabulary has no `(`, digits or `hops` for chain_v2's
-`(d hops)` annotation (tests/test_factworld_regimes.py measures that).
+`(d hops)` annotation (tests/test_regime_tasks.py measures that).
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ def baselines_view(rep: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# the ablations (mopd_mini.ablations.summary gives `summary`; studies/ablations.py the results)
+# the ablations (mopd_mini.ablation_runs.summary gives `summary`; studies/ablations.py the results)
 # ---------------------------------------------------------------------------------------------
 
 

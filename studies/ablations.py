@@ -6,7 +6,7 @@ docs/figures/ablation_*.png.
     python -m studies.ablations --seeds 0 --studies origin   # a part
     python -m studies.ablations --quick --no-write           # a smoke test of every code path (seconds)
 
-The studies are the functions of `mopd_mini.ablations` (notebook 06 runs them for one seed),
+The studies are the functions of `mopd_mini.ablation_runs` (notebook 06 runs them for one seed),
 and this study's own arms (`round1_control`, `specialist`, `ucmopd_own`), declared over the one
 study runner (bench.study: its workers and its store of evaluations); runs live in runs/ablations/
 (the other base's teacher in runs/ablations/other_strong/), so a re-run reloads finished ones and
@@ -31,7 +31,7 @@ matplotlib.use("Agg")
 import torch  # noqa: E402
 
 import mopd_mini as mm  # noqa: E402
-from mopd_mini import ablations as ab  # noqa: E402
+from mopd_mini import ablation_runs as ab  # noqa: E402
 from mopd_mini import plots, views  # noqa: E402
 from mopd_mini.adapters import atomic_write  # noqa: E402
 
@@ -57,7 +57,7 @@ def mean_sd_cell(c, digits=2, signed=False):
 
 
 # ---------------------------------------------------------------------------------------------
-# the study's own arms (notebook 06 runs the others, from mopd_mini.ablations)
+# the study's own arms (notebook 06 runs the others, from mopd_mini.ablation_runs)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -239,7 +239,7 @@ def run_plan(args, write=None, base: dict | None = None) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# the page's numbers: mopd_mini.ablations.summary (what notebook 06 shows), and what only this
+# the page's numbers: mopd_mini.ablation_runs.summary (what notebook 06 shows), and what only this
 # study adds: the origin verdicts, the control, UCMOPD's own setting, the paired per-seed intervals
 # ---------------------------------------------------------------------------------------------
 
@@ -298,7 +298,7 @@ def origin_summary(results: dict) -> dict:
 
 
 def rounds_summary(results: dict, shown: dict) -> dict:
-    """multi_round's rows (`shown`, from mopd_mini.ablations.summary) with each round-2 row paired
+    """multi_round's rows (`shown`, from mopd_mini.ablation_runs.summary) with each round-2 row paired
     against the round-1 student, and the control: the round-1 student given twice the steps."""
     table, seeds, ms = results["table"], shown["seeds"], stats.mean_sd_or_none
     r = {"seeds": seeds, "rows": dict(shown["rows"])}
@@ -390,7 +390,7 @@ def report(results: dict, summary: dict, cmd: str, machine: str, date: str | Non
              f"with {st['steps']} steps (the course's notebook 03: 300; in-run evaluation every {st['eval_every']} steps on "
              f"{st['eval_n']} prompts per length); round-1 teachers: `GRPOConfig.for_model(\"tiny\")` (200 steps, seed 0, "
              "as notebook 02); the studies are the functions of "
-             "`mopd_mini/ablations.py`. Accuracy: greedy, relaxed match, test split, mean over the domain's "
+             "`mopd_mini/ablation_runs.py`. Accuracy: greedy, relaxed match, test split, mean over the domain's "
              "evaluation lengths (binding 16/24/32, recall 16/24). Mean ± sample std (ddof = 1) over the seeds shown; "
              "differences are paired by seed with a 95% t-interval (`mopd_mini.stats.paired`), resolved only when it "
              "excludes 0.", "",

@@ -18,7 +18,7 @@ registered fall-backs), then the methods by dependency level (a teacher before w
 each level's (method, seed) jobs in `--workers` processes of one torch thread each.
 
 Every finished job's results (greedy test and val accuracy by domain and length with the trace
-diagnostics of `mopd_mini.regimes`, cost totals from `mopd_mini.cost`, wall seconds, MOPD's
+diagnostics of `mopd_mini.starting_points`, cost totals from `mopd_mini.cost`, wall seconds, MOPD's
 per-token KL along the trace at its tracked steps) are stored in docs/regimes.json as it finishes,
 keyed by (arm, method, seed); a re-run skips what is recorded there, even on a fresh clone
 without runs/ (a recorded teacher that an unrecorded method needs is retrained, deterministically,
@@ -66,7 +66,7 @@ from mopd_mini.domains import get_domains  # noqa: E402
 from mopd_mini.merge import merge  # noqa: E402
 from mopd_mini.config import OfflineConfig  # noqa: E402
 from mopd_mini.offline import collect, gold, train_offline  # noqa: E402
-from mopd_mini.regimes import starting_points  # noqa: E402
+from mopd_mini.starting_points import starting_points  # noqa: E402
 
 from . import slices, study  # noqa: E402
 from .cures import CURES, JSD_BETAS, STUCK_STEPS, stuck_series  # noqa: E402,F401
@@ -209,7 +209,7 @@ def merge_weight(ctx: Context, m: Recipe, bank, seed: int, built: dict) -> float
 
 
 def evaluate_rows(bank, adapter: str, domains: tuple, n: int, split: str) -> list[dict]:
-    """mopd_mini.regimes' rows (greedy accuracy and trace diagnostics by domain and length)."""
+    """mopd_mini.starting_points' rows (greedy accuracy and trace diagnostics by domain and length)."""
     with bank.use(adapter) as model:
         return starting_points(model, bank.tokenizer, n=n, seed=0, split=split, domains=get_domains(domains))
 

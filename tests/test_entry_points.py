@@ -18,7 +18,7 @@ import torch
 
 import factworld
 import mopd_mini
-from mopd_mini import ablations, evidence, merge, plots, regimes, routing, views
+from mopd_mini import ablation_runs, evidence, merge, plots, routing, starting_points, views
 from mopd_mini import (GRPOConfig, MOPDConfig, cli, cost, evaluate, generate_answers, get_domains, lab, load_base,
                        losses, runs, sample, train_student, widgets)
 from mopd_mini.adapters import AdapterBank, LoraSettings
@@ -103,7 +103,7 @@ def _submodule(name: str):
 
 
 def test_the_course_modules_are_read_from_the_notebooks():
-    assert {"routing", "merge", "plots", "exercises", "views", "evidence", "regimes", "runs", "ablations", "lab",
+    assert {"routing", "merge", "plots", "exercises", "views", "evidence", "starting_points", "runs", "ablation_runs", "lab",
             "widgets", "losses", "cost", "rollout", "offline"} <= course_modules()
 
 
@@ -174,7 +174,7 @@ def cases(tiny, examples):
         (lambda: losses.jsd_loss(z, z, mask, beta=float("nan")), r"losses.jsd_loss: beta=nan is not a finite float"),
         (lambda: losses.topk_reverse_kl(z, z.long(), z, mask, support="no"), r"support='no' is not a bool"),
         (lambda: cost.flops({}, N=1.5, n=2), r"cost.flops: N=1.5 is not an int"),
-        # the modules the notebooks import (course_modules): routing, merge, plots, views, evidence, regimes, ...
+        # the modules the notebooks import (course_modules): routing, merge, plots, views, evidence, starting_points, ...
         (lambda: routing.score(bank, rollout, {"binding": "teacher_binding"}, k="8"), r"routing.score: k='8' is not an int"),
         (lambda: routing.score(bank, rollout, "teacher_binding"), r"routing.score: route='teacher_binding' is not a dict"),
         (lambda: merge.merge(bank, "m", {"teacher_binding": 1.0}, how=3), r"merge.merge: how=3 is not a str"),
@@ -183,11 +183,11 @@ def cases(tiny, examples):
         (lambda: plots.curves({"pg": [{"kl": 1.0}]}, "kl", smooth=2.5), r"plots.curves: smooth=2.5 is not an int"),
         (lambda: views.regime_lift("view"), r"views.regime_lift: view='view' is not a dict"),
         (lambda: evidence.matched_pick({}, T="100", method="mopd_pg"), r"evidence.matched_pick: T='100' is not an int"),
-        (lambda: regimes.starting_points(model, tok, n=2.0), r"regimes.starting_points: n=2.0 is not an int"),
+        (lambda: starting_points.starting_points(model, tok, n=2.0), r"starting_points.starting_points: n=2.0 is not an int"),
         (lambda: nucleus(z[0], "0.9"), r"rollout.nucleus: top_p='0.9' is not a finite float"),
         (lambda: mopd_mini.evaluation.domain_score({}, 3, "binding"), r"evaluation.domain_score: adapter=3 is not a str"),
         (lambda: runs.read_metrics(3), r"runs.read_metrics: folder=3 is not a str or a path"),
-        (lambda: ablations.kl_window([{"kl/binding": 1.0}], share="0.1"), r"ablations.kl_window: share='0.1' is not a finite float"),
+        (lambda: ablation_runs.kl_window([{"kl/binding": 1.0}], share="0.1"), r"ablation_runs.kl_window: share='0.1' is not a finite float"),
     ]
 
 

@@ -239,7 +239,7 @@ def test_gold_scores_itself_and_not_a_wrong_answer(task):
     """Every gold scores 1 against itself under both metrics; a wrong answer token scores 0."""
     for _, ex in corpus(task)[::7]:
         assert factworld.score(ex.answer, ex.answer) == 1
-        assert factworld.score(ex.answer, ex.answer, "exact") == 1
+        assert factworld.score(ex.answer, ex.answer, "strict") == 1
         tokens = ex.answer[:-1].split()
         wrong = ex.answer_token[0] + str(int(ex.answer_token[1:]) + 1)
         assert factworld.score(" ".join(tokens[:-1] + [wrong]) + ".", ex.answer) == 0
@@ -595,22 +595,38 @@ def test_relaxed_with_trace_golds():
     assert factworld.score("v17", fact) == 0
 
 
-def test_exact_is_position_strict():
-    """exact wants the gold's tokens exactly: no period changes, decoration or extra words."""
-    assert factworld.score("g3.", "g3.", "exact") == 1
-    assert factworld.score(" g3. ", "g3.", "exact") == 1
-    assert factworld.score("g1 g4 g3.", "g1 g4 g3.", "exact") == 1
-    for pred in ("g3", "**g3.**", "`g3.`", "g3. because", "g4.", ""):
-        assert factworld.score(pred, "g3.", "exact") == 0, pred
+def test_strict_is_the_gold_through_its_end():
+    """strict wants the gold's tokens (cleaned as in relaxed), nothing after them, and the gold's
+    closing period: the rule of the strict trace (factworld.strict_trace is this metric)."""
+    assert factworld.score("g3.", "g3.", "strict") == 1
+    assert factworld.score(" g3. ", "g3.", "strict") == 1
+    assert factworld.score("**g3**.", "g3.", "strict") == 1               # relaxed's decoration cleaning
+    assert factworld.score("g1 g4 g3.", "g1 g4 g3.", "strict") == 1
+    assert factworld.score("g3", "g3", "strict") == 1                    # no period in the gold: none wanted
+    for pred in ("g3", "**g3.**", "`g3.`", "g3. because", "g3 g3.", "g4.", ""):
+        assert factworld.score(pred, "g3.", "strict") == 0, pred
     for pred in ("g1 g4 g3", "g1 g4", "g1 g4 g3. g3."):
-        assert factworld.score(pred, "g1 g4 g3.", "exact") == 0, pred
+        assert factworld.score(pred, "g1 g4 g3.", "strict") == 0, pred
+    for pred in ("g3.", "g3. because", "**g3**.", "g1 g4 g3.", "g1 g4 g3. g3.", "g3", ""):
+        for gold in ("g3.", "g1 g4 g3."):
+            assert factworld.strict_trace(pred, gold) == factworld.score(pred, gold, "strict"), (pred, gold)
+    assert factworld.score("g3. because", "g3.") == 1                   # relaxed passes what strict does not
 
 
 def test_unknown_metric():
     """An unknown metric raises ValueError listing the valid metrics."""
-    with pytest.raises(ValueError, match="relaxed.*exact"):
+    with pytest.raises(ValueError, match="relaxed, strict, final"):
         factworld.score("g3", "g3.", "fuzzy")
-    assert set(factworld.METRICS) == {"relaxed", "exact", "final"}
+    assert set(factworld.METRICS) == {"relaxed", "strict", "final"}
+
+
+def test_the_removed_exact_metric_raises_and_names_strict():
+    """"exact" (the raw whitespace-token match, before strict was the one strict rule) is gone: an old
+    call fails with the valid metrics, never a number under a rule it did not ask for."""
+    with pytest.raises(ValueError, match=r"unknown metric 'exact'; valid metrics: relaxed, strict, final.*'strict'"):
+        factworld.score("g3.", "g3.", "exact")
+    with pytest.raises(ValueError, match="valid metrics: relaxed, strict, final"):
+        factworld.make_example("binding", "test", 8, 0, metric="exact")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import factworld
-from mopd_mini import lab, regimes
+from mopd_mini import lab, starting_points as sp
 from mopd_mini.domains import REGIME_DOMAINS
 
 ROOT = Path(__file__).parents[1]
@@ -100,8 +100,8 @@ def example():
 
 
 def test_the_grading_checks_pass_with_the_library_graders(example):
-    graded = regimes.grade_answers(example)
-    regimes.grading_checks(graded)
+    graded = sp.grade_answers(example)
+    sp.grading_checks(graded)
     over = graded["over-running"]
     assert (over["reward"], over["prefix"], over["strict"]) == (0, 1, 0)
     assert "grading_checks(graded)" in _cell("07_regimes", "r07-06")
@@ -110,28 +110,28 @@ def test_the_grading_checks_pass_with_the_library_graders(example):
 def test_the_grading_checks_fail_where_the_prefix_trace_requires_the_stop(example):
     """If the 'prefix trace' were the strict one, the over-running answer would score 0 on it: the
     check that it passes the prefix trace fails."""
-    graded = regimes.grade_answers(example, prefix=factworld.strict_trace)
+    graded = sp.grade_answers(example, prefix=factworld.strict_trace)
     with pytest.raises(AssertionError, match="the prefix trace passes a trace that never stops"):
-        regimes.grading_checks(graded)
+        sp.grading_checks(graded)
 
 
 def test_the_grading_checks_fail_where_the_reward_sees_the_trace(example):
     """A reward that grades the whole trace and the stop (the strict trace) sees the wrong middle node."""
-    graded = regimes.grade_answers(example, reward=lambda a, ex: factworld.strict_trace(a, ex.answer))
+    graded = sp.grade_answers(example, reward=lambda a, ex: factworld.strict_trace(a, ex.answer))
     with pytest.raises(AssertionError, match="cannot see a wrong intermediate node"):
-        regimes.grading_checks(graded)
+        sp.grading_checks(graded)
 
 
 def test_the_grading_checks_fail_where_the_strict_trace_ignores_the_stop(example):
-    graded = regimes.grade_answers(example, strict=factworld.score)
+    graded = sp.grade_answers(example, strict=factworld.score)
     with pytest.raises(AssertionError, match="the prefix trace passes a trace that never stops"):
-        regimes.grading_checks(graded)
+        sp.grading_checks(graded)
 
 
 def test_the_chance_line_is_the_registered_one():
     """1 / (nodes other than the start) on every evaluated depth: docs/regimes.md's 0.20."""
     chain = REGIME_DOMAINS["chain"]
     for L in chain.eval_lengths:
-        assert {regimes.chain_chance(e) for e in chain.test_examples(L, 20, 0)} == {0.2}
+        assert {sp.chain_chance(e) for e in chain.test_examples(L, 20, 0)} == {0.2}
     assert "| 0.20 (a node other than the start) |" in (ROOT / "docs" / "regimes.md").read_text()
     assert "chain_chance(" in _cell("07_regimes", "r07-12")

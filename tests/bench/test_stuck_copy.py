@@ -14,7 +14,7 @@ import pytest
 import mopd_mini
 from mopd_mini import lab
 from mopd_mini.domains import get_domains
-from mopd_mini.regimes import starting_points
+from mopd_mini.starting_points import starting_points
 from mopd_mini.runs import Run
 
 ROOT = Path(__file__).resolve().parents[2]

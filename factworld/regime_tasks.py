@@ -121,15 +121,3 @@ def _memory(rng: random.Random, length: int, map_agents: int, map_values: int, m
 
 REGIME_SAMPLERS = {"chain": _chain, "conflict": _conflict, "memory": _memory}
 
-
-def strict_trace(pred: str, gold: str) -> int:
-    """1 if the prediction is the gold trace through its end: the same tokens (cleaned as in
-    relaxed), nothing after them, and the gold's closing period where the gold has one. A right
-    trace that keeps going (`g5 g0 g4. g3`) scores 0 here and 1 under relaxed, the prefix match."""
-    from .score import _pred_tokens, _tokens
-
-    gold_tokens = _tokens(gold, strip_period=True)
-    if not gold_tokens:
-        raise ValueError(f"empty gold answer {gold!r}: every prediction would match it")
-    stops = pred.strip().endswith(".") or not gold.strip().endswith(".")
-    return int(stops and _pred_tokens(pred) == [t.strip(".") for t in gold_tokens])

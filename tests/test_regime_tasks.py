@@ -1,4 +1,4 @@
-"""Tests for the regime study's FactWorld tasks (factworld/regimes.py): chain, conflict, memory.
+"""Tests for the regime study's FactWorld tasks (factworld/regime_tasks.py): chain, conflict, memory.
 
 Text compatibility is checked against examples the ORIGINAL generator printed: ianbarber/factworld
 at commit b8fd246 (factworld/tasks.py), run as
@@ -15,7 +15,7 @@ regexes and the original's printed map, never with factworld's parsers.
 The last section checks what the course's side makes of these tasks: the tiny tokenizer covers
 the registered regime domains, a chain completion earns its reward on the final answer, and the
 GRPO trainer runs a step on each. The domains' registration is tested in tests/test_domains.py,
-mopd_mini.regimes' starting points in tests/test_regimes.py.
+mopd_mini.starting_points' in tests/test_starting_points.py.
 """
 
 from __future__ import annotations
@@ -360,7 +360,7 @@ def test_trace_steps_and_chain_steps():
     (lambda: factworld.generate("conflict", length=17), r"map_agents"),
     (lambda: factworld.generate("memory", length=16), r"15 agents available"),
     (lambda: factworld.generate("conflict", length=2, map_values=1), r"map_values"),
-    (lambda: factworld.generate("memory", length=2, metric="fuzzy"), r"fuzzy.*relaxed.*exact.*final"),
+    (lambda: factworld.generate("memory", length=2, metric="fuzzy"), r"fuzzy.*relaxed.*strict.*final"),
     (lambda: factworld.reinforce(2, map_agent=3), r"map_agent.*map_agents"),
 ], ids=["depth>=cycle", "depth0", "hop_count", "cycle1", "knob", "conflict-pool", "memory-pool", "values",
         "metric", "reinforce-knob"])
@@ -396,7 +396,7 @@ def test_the_tiny_tokenizer_covers_the_registered_domains_but_not_chain_v2s_hop_
 
 def test_the_strict_trace_is_the_gold_through_its_end_and_the_prefix_match_is_not():
     """strict_trace: a right trace that keeps going is wrong (0) where the prefix match (relaxed)
-    passes it (1); the exact trace with its period passes both; a trace that stops early, or
+    passes it (1); the gold trace with its period passes both; a trace that stops early, or
     without its period, or with one wrong node fails strict."""
     gold = "g5 g0 g4."
     assert (factworld.strict_trace("g5 g0 g4.", gold), factworld.score("g5 g0 g4.", gold)) == (1, 1)

@@ -1,6 +1,6 @@
 """The regime study's domains on a model: where it starts (docs/regimes.md, "Starting points").
 
-    python -m mopd_mini.regimes --n 50        # the shipped tiny base, 50 test prompts per length
+    python -m mopd_mini.starting_points --n 50      # the shipped tiny base, 50 test prompts per length
 
 For every regime domain (domains.REGIME_DOMAINS) and evaluation length: the greedy accuracy under
 the domain's own metric (chain: the final answer only), and what the answers say besides:

@@ -1,4 +1,4 @@
-"""Tests for the pure functions of mopd_mini.ablations that notebook 06 prints from: `kl_window`,
+"""Tests for the pure functions of mopd_mini.ablation_runs that notebook 06 prints from: `kl_window`,
 `mean_accuracy`, `round1_normalised` and `summary`, on hand-made curves and tables (the studies
 themselves train, and run in tests/studies/test_studies_smoke.py)."""
 
@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from mopd_mini.ablations import PAPER_ROUNDS, kl_window, mean_accuracy, round1_normalised, summary
+from mopd_mini.ablation_runs import PAPER_ROUNDS, kl_window, mean_accuracy, round1_normalised, summary
 
 TABLE = {"acc": {
     "base": {"binding": {16: 0.2, 24: 0.4}, "recall": {16: 0.5}},            # 0.3, 0.5
