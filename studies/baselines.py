@@ -281,11 +281,6 @@ def run_recheck(args, proto: Protocol, argv) -> dict | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def pipeline_of(method: str, stage: dict, teachers: dict) -> dict:
-    """Cost totals of the whole pipeline: the method's stage plus the teachers it needs."""
-    return cost.add(stage, *(teachers[d] for d in needs(method)))
-
-
 def declare(proto: Protocol, quick: bool) -> Study:
     """The study on the runner (studies.study): every trained method at every learning rate of the
     grid (its budget fixed by the protocol), every merge type at its settings, and the best merge
@@ -314,7 +309,7 @@ def recount_flops(rep: dict) -> dict:
     for per in rep["rows"].values():
         for p in per.values():
             for part in ("stage", "pipeline"):
-                p[part]["flops"] = cost.flops(p[part], N, n)
+                p[part] = cost.with_flops(p[part], N, n)
     rep["protocol"]["flops_formula"] = cost.FORMULA
     return rep
 
@@ -349,7 +344,7 @@ def recount_teachers(rep: dict, progress: bool = True) -> dict:
     for m, per in rep["rows"].items():
         for p in per.values():
             stage = {k: v for k, v in p["stage"].items() if k != "flops"}
-            p["pipeline"] = pipeline_of(m, stage, teachers)
+            p["stage"], p["pipeline"] = cost.method_costs(stage, [teachers[d] for d in needs(m)], P["N"], P["n_lora"])
     P["teacher_costs"] = {"recounted": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                           "command": "python -m studies.baselines --recount-teachers docs/baselines.json",
                           **teachers}
