@@ -15,7 +15,7 @@
     teacher_headroom  stronger teachers within the course budget? a GRPO grid per domain (docs/teachers.md)
     results           the course's learning results over seeds: trains what mopd_mini.results_page renders (docs/results.md)
 
-Each runs alone (`python -m studies.<name>`); `python -m bench.<name>`, the command the pages
-quote, still works (bench/<name>.py is an alias that names this home). The figures of their results
-that the notebooks draw are in the library (mopd_mini.views).
+Each runs alone (`python -m studies.<name>`). They lived in bench/ before (issue 47): a command
+recorded as it ran may say `python -m bench.<name>`, and its page says the module moved. The
+figures of their results that the notebooks draw are in the library (mopd_mini.views).
 """

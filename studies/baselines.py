@@ -376,7 +376,7 @@ def make_report(bench, proto, args, grid, chosen, seeds_done, val, test, elapsed
             "elapsed_s": elapsed, "protocol": {**proto.__dict__, "test_n": args.n, "seeds_done": seeds_done,
                                                "teacher": {d: {"steps": c.steps, "lr": c.lr, "seed": c.seed}
                                                            for d, c in bench.teacher_cfg.items()},
-                                               "teacher_source": "bench.teacher_headroom.BASELINE_TEACHER" if BASELINE_TEACHER
+                                               "teacher_source": "studies.teacher_headroom.BASELINE_TEACHER" if BASELINE_TEACHER
                                                else 'GRPOConfig.for_model("tiny")', "N": bench.N, "n_lora": bench.n_lora},
             "refs": {"val": {a: val[a] for a in ("base", "teacher_binding", "teacher_recall")},
                      "test": {a: test[a] for a in ("base", "teacher_binding", "teacher_recall")}},

@@ -290,7 +290,7 @@ def estimate(plan: Plan, steps: int = 4, seeds: int = 3, workers: int = 2) -> di
 
 
 def train_cure(bench, key: str, setting: dict, seed: int) -> study.Result:
-    """One run of a cure at (setting, seed): bench.baselines' MOPD run (its budget, evaluations and
+    """One run of a cure at (setting, seed): studies.baselines' MOPD run (its budget, evaluations and
     folder) with the cure's MOPDConfig fields and the setting's beta (jsd)."""
     fields = {**CURE_FIELDS[key], **{k: v for k, v in setting.items() if k != "lr"}}
     name = f"{key}_lr{study.tag(setting['lr'])}" + "".join(f"_b{study.tag(v)}" for k, v in setting.items()

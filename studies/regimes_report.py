@@ -30,7 +30,7 @@ SECTIONS = ("runs", "gates", "merges", "invocations", "measurements", "choices")
 
 class Store(study.Store):
     """docs/regimes.json: {"runs": {"<arm>|<method>|<seed>": record}, "gates": {arm: ...}, "merges",
-    "invocations", "measurements", "choices"}, bench/study.py's store under this study's lock."""
+    "invocations", "measurements", "choices"}, studies/study.py's store under this study's lock."""
 
     def __init__(self, path: Path):
         super().__init__(path, lock_path, SECTIONS)
@@ -197,7 +197,7 @@ def ms(values) -> str:
     return "-" if math.isnan(stats.mean_sd(vals)[0]) else study.cell(vals, digits=3)
 
 
-decide = study.decide   # the registered rule's verb (the runner's), as the tests and bench.findings call it
+decide = study.decide   # the registered rule's verb (the runner's), as the tests call it
 
 
 def holm_of(tests: dict) -> dict:

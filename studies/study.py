@@ -33,7 +33,7 @@ run stopped early leaves the seeds it finished. The statistics are `mopd_mini.st
 std over seeds, paired per-seed t-intervals (`paired`), and over a study's family of
 pre-registered comparisons Holm's correction and the registered equivalence margins (`family`).
 
-A study whose jobs are records (bench.regimes: each (arm, method, seed) trained, evaluated and kept
+A study whose jobs are records (studies.regimes: each (arm, method, seed) trained, evaluated and kept
 as it finishes) uses the same runner's pieces for what it adds: one locked JSON `Store`, a job list
 its workers `claim`, an evaluation cache on the store (`StoreEvals`, for `choose`), a `Gate` read on
 every seed (`gate_by_seed`, `gate_lines`), per-seed rows (`seed_row`), the stuck detector's shares
@@ -623,7 +623,7 @@ def add_worker_args(parser) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# record-keyed studies (bench.regimes): one JSON store under a lock, a job list the workers
+# record-keyed studies (studies.regimes): one JSON store under a lock, a job list the workers
 # claim, a gate read on every seed, per-seed rows, the stuck shares, decisions against a rule
 # ---------------------------------------------------------------------------------------------
 
@@ -644,7 +644,7 @@ def claim(lock: Path, claims: Path, job: list) -> bool:
 
 
 def in_claiming_workers(module: str, jobs: list, workers: int, claims: Path, argv: list[str]) -> None:
-    """Run `jobs` in `workers` processes of `module` (`bench.common.in_processes`), each handed
+    """Run `jobs` in `workers` processes of `module` (`tools.provenance.in_processes`), each handed
     the whole list, `--claims` and `argv`: each worker runs the jobs it claims (`claimed`)."""
     claims.parent.mkdir(parents=True, exist_ok=True)
     in_processes(module, [[list(j) for j in jobs]] * workers, workers,
