@@ -58,6 +58,10 @@ teacher as an adapter, which is what it is at Qwen3-1.7B's size. Not counted: at
 that `logits_to_keep` skips, activation checkpointing's extra forward (+2 N + 2 n per trained
 token when on), and the periodic evaluations (diagnostics, not training; they are excluded from
 Run.seconds too).
+
+A method's cost, as every study's page gives it, is two totals with their FLOPs
+(`method_costs`): its own stage, and its pipeline, the stage plus what it needs (its teachers,
+each counted once).
 """
 
 from __future__ import annotations
@@ -142,6 +146,18 @@ def flops(total: dict, N: int, n: int) -> float:
     forward = total.get("cost/sample_prefill_tokens", 0) + total.get("cost/generated_tokens", 0) \
         + total.get("cost/teacher_prefill_tokens", 0)
     return (2 * N + 2 * n) * forward + (4 * N + 6 * n) * total.get("cost/trained_tokens", 0)
+
+
+def with_flops(total: dict, N: int, n: int) -> dict:
+    """`total` with its "flops" (`flops`; a "flops" it holds already is priced again, in its place)."""
+    return {**total, "flops": flops(total, N, n)}
+
+
+def method_costs(stage: dict, needs: list[dict], N: int, n: int) -> tuple[dict, dict]:
+    """A method's two costs, each `with_flops` at the method's N and n: its own stage (the totals
+    of its own run) and its whole pipeline (the stage plus the totals of what it needs, e.g. its
+    teachers, each counted once: `add`). Returns (stage, pipeline)."""
+    return with_flops(stage, N, n), with_flops(add(stage, *needs), N, n)
 
 
 # every public function above checks its annotated arguments when called from outside the package

@@ -9,13 +9,14 @@
                       its declarations in matched_plan, its page in matched_page
     ablations         a teacher of another origin, multi-round MOPD, UCMOPD (docs/ablations.md)
     regimes           when does MOPD help: one arm per regime, as pre-registered (docs/regimes.md);
-                      its arms in regimes_arms, records and decisions in regimes_report, page in regimes_page
+                      its arms in regimes_arms, one method trained in regimes_train, records and decisions
+                      in regimes_report, page in regimes_page
     cures             the stuck student's cures: what regimes (arm 2b) and matched (--cures) share
     findings          the findings' sentences, rendered from the studies' JSON (tools.findings checks the pages)
     teacher_headroom  stronger teachers within the course budget? a GRPO grid per domain (docs/teachers.md)
     results           the course's learning results over seeds: trains what mopd_mini.results_page renders (docs/results.md)
 
-Each runs alone (`python -m studies.<name>`); `python -m bench.<name>`, the command the pages
-quote, still works (bench/<name>.py is an alias that names this home). The figures of their results
-that the notebooks draw are in the library (mopd_mini.views).
+Each runs alone (`python -m studies.<name>`). They lived in bench/ before (issue 47): a command
+recorded as it ran may say `python -m bench.<name>`, and its page says the module moved. The
+figures of their results that the notebooks draw are in the library (mopd_mini.views).
 """

@@ -8,7 +8,7 @@ docs/figures/ablation_*.png.
 
 The studies are the functions of `mopd_mini.ablation_runs` (notebook 06 runs them for one seed),
 and this study's own arms (`round1_control`, `specialist`, `ucmopd_own`), declared over the one
-study runner (bench.study: its workers and its store of evaluations); runs live in runs/ablations/
+study runner (studies.study: its workers and its store of evaluations); runs live in runs/ablations/
 (the other base's teacher in runs/ablations/other_strong/), so a re-run reloads finished ones and
 evaluates only what runs/ablations/evals.json lacks. One torch thread per process; `--workers 2`
 trains the runs in two processes (the normal students first, then the studies' own runs), and
@@ -110,7 +110,7 @@ def ucmopd_own(bank, seed: int, experiment: str = EXP, quick: bool = False, step
 
 
 # ---------------------------------------------------------------------------------------------
-# the studies as a declaration over the one runner (bench.study): its workers and its store
+# the studies as a declaration over the one runner (studies.study): its workers and its store
 # ---------------------------------------------------------------------------------------------
 
 
@@ -162,9 +162,9 @@ def plan(args) -> list[tuple[str, int]]:
 
 
 def train_in_workers(declared: Study, args) -> None:
-    """Train every run of the plan in args.workers processes (bench.study.in_workers): first the
+    """Train every run of the plan in args.workers processes (studies.study.in_workers): first the
     normal students (the other studies reuse them), then the studies. A worker runs this same
-    command with --worker and --jobs (bench.study.worker_main): it trains its jobs, nothing else."""
+    command with --worker and --jobs (studies.study.worker_main): it trains its jobs, nothing else."""
     losses = set(args.losses if "origin" in args.studies else ()) | {"pg"}
     seeds = sorted({s for _, s in plan(args)})
     reuse = {"origin", "rounds", "ucmopd"} & set(args.studies)   # the studies that reuse the normal students
@@ -607,7 +607,7 @@ def main(argv=None):
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     p.add_argument("--workers", type=int, default=1, help="train in this many processes of one torch thread "
                    "(2 on a 2-core CPU); the numbers are the same")
-    add_worker_args(p)                                     # internal: a worker's number and jobs (bench.study)
+    add_worker_args(p)                                     # internal: a worker's number and jobs (studies.study)
     slices.quiet_flag(p, help=argparse.SUPPRESS)  # internal: the workers are run with it
     p.add_argument("--render", metavar="JSON", help="rewrite the page and figures from a saved ablations.json "
                    "(nothing is trained or evaluated)")

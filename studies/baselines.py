@@ -281,11 +281,6 @@ def run_recheck(args, proto: Protocol, argv) -> dict | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def pipeline_of(method: str, stage: dict, teachers: dict) -> dict:
-    """Cost totals of the whole pipeline: the method's stage plus the teachers it needs."""
-    return cost.add(stage, *(teachers[d] for d in needs(method)))
-
-
 def declare(proto: Protocol, quick: bool) -> Study:
     """The study on the runner (studies.study): every trained method at every learning rate of the
     grid (its budget fixed by the protocol), every merge type at its settings, and the best merge
@@ -314,7 +309,7 @@ def recount_flops(rep: dict) -> dict:
     for per in rep["rows"].values():
         for p in per.values():
             for part in ("stage", "pipeline"):
-                p[part]["flops"] = cost.flops(p[part], N, n)
+                p[part] = cost.with_flops(p[part], N, n)
     rep["protocol"]["flops_formula"] = cost.FORMULA
     return rep
 
@@ -349,7 +344,7 @@ def recount_teachers(rep: dict, progress: bool = True) -> dict:
     for m, per in rep["rows"].items():
         for p in per.values():
             stage = {k: v for k, v in p["stage"].items() if k != "flops"}
-            p["pipeline"] = pipeline_of(m, stage, teachers)
+            p["stage"], p["pipeline"] = cost.method_costs(stage, [teachers[d] for d in needs(m)], P["N"], P["n_lora"])
     P["teacher_costs"] = {"recounted": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                           "command": "python -m studies.baselines --recount-teachers docs/baselines.json",
                           **teachers}
@@ -381,7 +376,7 @@ def make_report(bench, proto, args, grid, chosen, seeds_done, val, test, elapsed
             "elapsed_s": elapsed, "protocol": {**proto.__dict__, "test_n": args.n, "seeds_done": seeds_done,
                                                "teacher": {d: {"steps": c.steps, "lr": c.lr, "seed": c.seed}
                                                            for d, c in bench.teacher_cfg.items()},
-                                               "teacher_source": "bench.teacher_headroom.BASELINE_TEACHER" if BASELINE_TEACHER
+                                               "teacher_source": "studies.teacher_headroom.BASELINE_TEACHER" if BASELINE_TEACHER
                                                else 'GRPOConfig.for_model("tiny")', "N": bench.N, "n_lora": bench.n_lora},
             "refs": {"val": {a: val[a] for a in ("base", "teacher_binding", "teacher_recall")},
                      "test": {a: test[a] for a in ("base", "teacher_binding", "teacher_recall")}},

@@ -48,7 +48,7 @@ class Protocol:
     eval_every: int = 50                  # periodic val evaluations (the curves)
     val_n: int = 100                      # val prompts per domain and length (grid, curves)
     teacher_steps: int | None = None      # None: the chosen teacher config's
-    curve_n: int | None = None            # val prompts of the periodic evaluations (None: val_n; bench.matched: fewer)
+    curve_n: int | None = None            # val prompts of the periodic evaluations (None: val_n; studies.matched: fewer)
 
 
 FULL = Protocol()

@@ -172,14 +172,14 @@ def reach(bench, m: str, r, state: study.State, needs: tuple, target: float) -> 
         return None
     for step, lifted in lift_curve(r.run, state.val):
         if lifted >= target * teachers_lift:
-            stage = cost_to(r.run, step)
             teachers = [bench.teachers[d] for d in needs]
-            pipe = cost.add(stage, *(cost.totals(t.metrics) for t in teachers))
+            stage, pipe = cost.method_costs(cost_to(r.run, step), [cost.totals(t.metrics) for t in teachers],
+                                            bench.N, bench.n_lora)
             whole = cost.flops(cost.totals(r.run.metrics), bench.N, bench.n_lora)
-            part = cost.flops(stage, bench.N, bench.n_lora)
+            part = stage["flops"]
             seconds = r.seconds * (part / whole if whole else 1.0) + sum(t.seconds for t in teachers)
             return {"step": step, "lift": lifted, "teachers_lift": teachers_lift,
-                    "flops": cost.flops(pipe, bench.N, bench.n_lora), "stage_flops": part, "seconds": seconds}
+                    "flops": pipe["flops"], "stage_flops": part, "seconds": seconds}
     return None
 
 
@@ -191,8 +191,7 @@ def matched_report(declared: study.Study, plan: Plan, T: int):
                 r = state.per_seed[seed][m]
                 row["reach"] = reach(bench, m, r, state, study.needs_of(declared, m), plan.target)
         return {"T": T, "teacher": {d: {"steps": c.steps, "lr": c.lr, "seed": c.seed} for d, c in bench.teacher_cfg.items()},
-                "teacher_cost": {d: {**cost.totals(t.metrics), "seconds": t.seconds,
-                                     "flops": cost.flops(cost.totals(t.metrics), bench.N, bench.n_lora)}
+                "teacher_cost": {d: cost.with_flops({**cost.totals(t.metrics), "seconds": t.seconds}, bench.N, bench.n_lora)
                                  for d, t in bench.teachers.items()},
                 "teacher_sha256": {d: runs.adapter_digest(bench.bank, f"teacher_{d}") for d in bench.teachers},
                 "N": bench.N, "n_lora": bench.n_lora, "seeds_done": list(state.per_seed), "elapsed_s": state.elapsed,
@@ -291,7 +290,7 @@ def estimate(plan: Plan, steps: int = 4, seeds: int = 3, workers: int = 2) -> di
 
 
 def train_cure(bench, key: str, setting: dict, seed: int) -> study.Result:
-    """One run of a cure at (setting, seed): bench.baselines' MOPD run (its budget, evaluations and
+    """One run of a cure at (setting, seed): studies.baselines' MOPD run (its budget, evaluations and
     folder) with the cure's MOPDConfig fields and the setting's beta (jsd)."""
     fields = {**CURE_FIELDS[key], **{k: v for k, v in setting.items() if k != "lr"}}
     name = f"{key}_lr{study.tag(setting['lr'])}" + "".join(f"_b{study.tag(v)}" for k, v in setting.items()

@@ -269,7 +269,7 @@ def figure(rep: dict, folder: Path) -> None:
             for panel, f in zip(panels, (lambda p: p["lift"]["mean"], lambda p: p["all"]["mean"])):
                 panels[panel].setdefault(LABEL[m], []).append((x, *stats.mean_sd([f(p) for p in per]), f"T={key}"))
     fig = views.cost_curves(panels, title="Matched RL budget T, test split, mean ± std over seeds\n"
-                            "`python -m bench.matched` (docs/matched.md names each T's command)")
+                            "`python -m studies.matched` (docs/matched.md names each T's command)")
     plots.save(fig, "matched_cost", folder)
     plt.close(fig)
 

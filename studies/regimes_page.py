@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from mopd_mini import cost, stats, views  # noqa: E402
+from mopd_mini import stats, views  # noqa: E402
 from mopd_mini.domains import get_domains  # noqa: E402
 
 from . import slices, study  # noqa: E402
@@ -87,16 +87,13 @@ def cost_table(rep: ArmReport) -> list[str]:
         per = rep.runs.get(k)
         if not per or m.trainer == "base":
             continue
-        first = next(iter(per.values()))
-        N = first["N"]
-        n = rep.lora_n(k)
 
         def mean(f):
             return fmean(f(s, r) for s, r in per.items())
         c = lambda kind: mean(lambda s, r: r["cost"].get(f"cost/{kind}", 0))  # noqa: E731
         lines.append(f"| {m.label} | {c('generated_tokens'):,.0f} | {c('teacher_prefill_tokens'):,.0f} | "
-                     f"{c('trained_tokens'):,.0f} | {mean(lambda s, r: cost.flops(r['cost'], N, n)):.2e} | "
-                     f"{mean(lambda s, r: cost.flops(rep.pipeline(k, s), N, n)):.2e} | "
+                     f"{c('trained_tokens'):,.0f} | {mean(lambda s, r: rep.costs(k, s)[0]['flops']):.2e} | "
+                     f"{mean(lambda s, r: rep.costs(k, s)[1]['flops']):.2e} | "
                      f"{mean(lambda s, r: r['train_seconds']):.0f} | {mean(lambda s, r: r['wall_seconds']):.0f} |")
     return lines + [""]
 

@@ -30,7 +30,7 @@ SECTIONS = ("runs", "gates", "merges", "invocations", "measurements", "choices")
 
 class Store(study.Store):
     """docs/regimes.json: {"runs": {"<arm>|<method>|<seed>": record}, "gates": {arm: ...}, "merges",
-    "invocations", "measurements", "choices"}, bench/study.py's store under this study's lock."""
+    "invocations", "measurements", "choices"}, studies/study.py's store under this study's lock."""
 
     def __init__(self, path: Path):
         super().__init__(path, lock_path, SECTIONS)
@@ -183,6 +183,13 @@ class ArmReport:
             return {}
         return cost.add(rec["cost"], *(self.pipeline(n, seed) for n in rec["needs"]))
 
+    def costs(self, method: str, seed: int) -> tuple[dict, dict]:
+        """The method's stage and pipeline at `seed` (what it needs, with what they need), each with
+        its FLOPs (`cost.method_costs`, at the N of the method's first record and its `lora_n`)."""
+        rec, first = self.runs[method][seed], next(iter(self.runs[method].values()))
+        return cost.method_costs(rec["cost"], [self.pipeline(n, seed) for n in rec["needs"]], first["N"],
+                                 self.lora_n(method))
+
 
 def ms(values) -> str:
     """'mean ± sample std' over seeds, 3 digits (study.cell), '-' with no value."""
@@ -190,7 +197,7 @@ def ms(values) -> str:
     return "-" if math.isnan(stats.mean_sd(vals)[0]) else study.cell(vals, digits=3)
 
 
-decide = study.decide   # the registered rule's verb (the runner's), as the tests and bench.findings call it
+decide = study.decide   # the registered rule's verb (the runner's), as the tests call it
 
 
 def holm_of(tests: dict) -> dict:
@@ -558,8 +565,6 @@ def view(data: dict, arm: Arm) -> dict:
         if k not in rep.runs:
             continue
         per = rep.runs[k]
-        first = next(iter(per.values()))
-        n = rep.lora_n(k)
         lifts = {d: rep.lift(k, d, rep.held[d]["all"]) for d in arm.domains}
         out["methods"][k] = {
             "label": m.label, "seeds": sorted(per),
@@ -567,7 +572,7 @@ def view(data: dict, arm: Arm) -> dict:
                                                 ("held-in", "held-out", "all")} for d in arm.domains},
             "mean_lift": None if k == "base" else _over_seeds({s: fmean(lifts[d][s] for d in arm.domains)
                                                                for s in per}),
-            "pipeline_flops": fmean(cost.flops(rep.pipeline(k, s), first["N"], n) for s in per),
+            "pipeline_flops": fmean(rep.costs(k, s)[1]["flops"] for s in per),
             "by_length": {d: {str(L): fmean(acc(r, d, (L,)) for r in per.values()) for L in rep.held[d]["all"]}
                           for d in arm.domains}}
     for loss in ("pg", "topk", "kl"):

@@ -22,7 +22,7 @@ The protocol:
      study's named subsets of lengths) with binomial SEs, the absolute lift per domain (mean
      accuracy minus the base's, which no budget moves), the accuracies, and the costs of the
      method's own stage and of its whole pipeline (the teachers it needs included), with FLOPs
-     by `cost.flops`.
+     (`cost.method_costs`).
 
 A `Pick` is a method that is the best of other methods on val (the best merge type): its result
 is theirs, chosen once on val. Runs live in runs/ and reload (a killed run resumes, a re-run
@@ -33,7 +33,7 @@ run stopped early leaves the seeds it finished. The statistics are `mopd_mini.st
 std over seeds, paired per-seed t-intervals (`paired`), and over a study's family of
 pre-registered comparisons Holm's correction and the registered equivalence margins (`family`).
 
-A study whose jobs are records (bench.regimes: each (arm, method, seed) trained, evaluated and kept
+A study whose jobs are records (studies.regimes: each (arm, method, seed) trained, evaluated and kept
 as it finishes) uses the same runner's pieces for what it adds: one locked JSON `Store`, a job list
 its workers `claim`, an evaluation cache on the store (`StoreEvals`, for `choose`), a `Gate` read on
 every seed (`gate_by_seed`, `gate_lines`), per-seed rows (`seed_row`), the stuck detector's shares
@@ -514,10 +514,10 @@ def needs_of(study: Study, m: str) -> tuple[str, ...]:
 
 def stage_and_pipeline(ctx, needs: tuple[str, ...], r: Result) -> tuple[dict, dict]:
     """Cost totals (with seconds) of the method's own stage, and of its whole pipeline (the stage
-    plus the teachers of `needs`, each counted once)."""
+    plus the teachers of `needs`, each counted once), each with its FLOPs (`cost.method_costs`)."""
     stage = {**r.stage, "seconds": r.seconds}
     teachers = {d: {**cost.totals(t.metrics), "seconds": t.seconds} for d, t in ctx.teachers.items()}
-    return stage, cost.add(stage, *(teachers[d] for d in needs))
+    return cost.method_costs(stage, [teachers[d] for d in needs], ctx.N, ctx.n_lora)
 
 
 def rows(study: Study, ctx, state: State) -> dict:
@@ -535,9 +535,7 @@ def rows(study: Study, ctx, state: State) -> dict:
             needs = needs_of(study, m)
             counted = ([r.run] if r.run is not None else []) + [ctx.teachers[d] for d in needs]
             per[seed]["ledger"] = min((x.ledger for x in counted), default=cost.LEDGER)
-            stage, pipe = stage_and_pipeline(ctx, needs, r)
-            per[seed]["stage"] = {**stage, "flops": cost.flops(stage, ctx.N, ctx.n_lora)}
-            per[seed]["pipeline"] = {**pipe, "flops": cost.flops(pipe, ctx.N, ctx.n_lora)}
+            per[seed]["stage"], per[seed]["pipeline"] = stage_and_pipeline(ctx, needs, r)
         out[m] = per
     return out
 
@@ -625,7 +623,7 @@ def add_worker_args(parser) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# record-keyed studies (bench.regimes): one JSON store under a lock, a job list the workers
+# record-keyed studies (studies.regimes): one JSON store under a lock, a job list the workers
 # claim, a gate read on every seed, per-seed rows, the stuck shares, decisions against a rule
 # ---------------------------------------------------------------------------------------------
 
@@ -646,7 +644,7 @@ def claim(lock: Path, claims: Path, job: list) -> bool:
 
 
 def in_claiming_workers(module: str, jobs: list, workers: int, claims: Path, argv: list[str]) -> None:
-    """Run `jobs` in `workers` processes of `module` (`bench.common.in_processes`), each handed
+    """Run `jobs` in `workers` processes of `module` (`tools.provenance.in_processes`), each handed
     the whole list, `--claims` and `argv`: each worker runs the jobs it claims (`claimed`)."""
     claims.parent.mkdir(parents=True, exist_ok=True)
     in_processes(module, [[list(j) for j in jobs]] * workers, workers,

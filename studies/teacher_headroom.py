@@ -44,11 +44,11 @@ from tools.provenance import machine_line
 
 # The config the choice rule picked on validation (docs/teachers.md holds the grid it was read from).
 CHOSEN = {"binding": dict(steps=400, lr=2e-3), "recall": dict(steps=400, lr=1e-3)}
-# What bench/baselines.py trains its teachers with: the course's own (200 steps at 1e-3), the
+# What studies/baselines.py trains its teachers with: the course's own (200 steps at 1e-3), the
 # teachers of the published table, which started before the grid above finished. Its gain on val
 # (+0.025 binding, +0.019 recall) is within this one-seed grid's noise (about +-0.03); set
-# BASELINE_TEACHER = CHOSEN and re-run `python -m bench.baselines` to use it
-# (`python -m bench.teacher_headroom` warns while the two differ).
+# BASELINE_TEACHER = CHOSEN and re-run `python -m studies.baselines` to use it
+# (`python -m studies.teacher_headroom` warns while the two differ).
 BASELINE_TEACHER = {"binding": dict(steps=200, lr=1e-3), "recall": dict(steps=200, lr=1e-3)}
 
 STEPS = (200, 400, 600)

@@ -265,6 +265,19 @@ def test_counters_of_a_hand_made_rollout(tiny):
     assert cost.forward_tokens(rollout, [0]) == pa + 2
 
 
+def test_method_costs_are_the_stage_and_the_pipeline_with_their_flops():
+    """A method's stage is its own totals; its pipeline adds what it needs (each as given); both get
+    their FLOPs at the method's N and n; other keys (seconds) are summed and left out of the FLOPs."""
+    total = {"cost/sample_prefill_tokens": 10, "cost/generated_tokens": 5, "cost/teacher_prefill_tokens": 7,
+             "cost/trained_tokens": 3}
+    teacher = {"cost/generated_tokens": 4, "cost/trained_tokens": 1, "seconds": 2.0}
+    stage, pipe = cost.method_costs({**total, "seconds": 1.0}, [teacher, teacher], N=100, n=4)
+    assert stage == {**total, "seconds": 1.0, "flops": (200 + 8) * 22 + (400 + 24) * 3}
+    assert pipe == {**cost.add(total, teacher, teacher), "seconds": 5.0, "flops": (200 + 8) * 30 + (400 + 24) * 5}
+    alone = {**total, "flops": stage["flops"]}
+    assert cost.method_costs(total, [], N=100, n=4) == (alone, alone)           # nothing needed: pipeline = stage
+
+
 def test_flops_formula_and_parameter_count(bank):
     """2N + 2n per forward token (every model is an adapter on the base); 4N + 6n per trained token
     (the adapter's forward, its input gradient and its weight gradient: 2n each); N counts every

@@ -186,7 +186,7 @@ def _config_constants() -> frozenset[float]:
     for rel in ("mopd_mini/config.py", "studies/matched.py", "studies/matched_plan.py", "studies/matched_page.py",
                 "studies/baselines.py", "studies/baselines_plan.py", "studies/baselines_page.py", "studies/cures.py",
                 "studies/regimes.py", "studies/regimes_arms.py", "studies/regimes_report.py", "studies/regimes_page.py",
-                "studies/ablations.py", "mopd_mini/results_page.py"):
+                "studies/regimes_train.py", "studies/ablations.py", "mopd_mini/results_page.py"):
         tree = ast.parse((ROOT / rel).read_text())
         for node in ast.walk(tree):
             found = []
