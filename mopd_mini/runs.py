@@ -49,6 +49,7 @@ from .cost import LEDGER
 RUNS_DIR = Path("runs")
 # the presets and the loop's checks live with the configs (torch-free); importable from here as before
 from .config import FAST, check_experiment, check_loop, experiment_name, fast_or, preset  # noqa: E402,F401
+from .config import new_values  # noqa: E402
 
 
 def writable(folder: Path) -> None:
@@ -491,8 +492,9 @@ ADDED_FIELDS = {"eval_split": "test", "teachers": None,  # fields newer than som
 
 def _comparable(config: dict) -> dict:
     """A config minus the fields that do not change the trained weights (how long, how often it
-    evaluates or checkpoints, what it shows): a run may be resumed or extended across those."""
-    config = {**ADDED_FIELDS, **config}  # a run saved before a field existed had its default
+    evaluates or checkpoints, what it shows): a run may be resumed or extended across those. A value
+    renamed since the run was saved (config.RENAMED_VALUES: loss "sft" is "ce") reads as its new name."""
+    config = new_values({**ADDED_FIELDS, **config})  # a run saved before a field existed had its default
     return {k: v for k, v in config.items() if k not in IGNORED_ON_RESUME}
 
 

@@ -150,7 +150,7 @@ class Bench:
                 "tiny", domain=second, init_from=f"teacher_{first}", eval_domains=(first,), prompts_per_step=p.per_domain,
                 name=name, **common))
         else:
-            cfg = OfflineConfig.for_model("tiny", loss={"rft": "sft", "soft": "soft"}[method], name=name,
+            cfg = OfflineConfig.for_model("tiny", loss={"rft": "ce", "soft": "soft"}[method], name=name,
                                           prompts_per_domain=p.offline_prompts, samples_per_prompt=k or p.offline_k,
                                           batch_size=2 * p.per_domain, **common)
             key = (seed, cfg.samples_per_prompt)

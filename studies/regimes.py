@@ -82,7 +82,7 @@ from .regimes_page import render  # noqa: E402,F401
 
 def deep_teacher_cfg(steps: int) -> OfflineConfig:
     """teacher_depths' SFT teacher at `steps` (seed 0; a finished run in its folder reloads)."""
-    return OfflineConfig.for_model("tiny", loss="sft", domains=("chain",), name=f"sft_teacher_deep_{steps}",
+    return OfflineConfig.for_model("tiny", loss="ce", domains=("chain",), name=f"sft_teacher_deep_{steps}",
                                    steps=steps, batch_size=8, prompts_per_domain=8 * steps, seed=0, eval_every=0,
                                    progress=False, max_new_tokens=DEEP_TOKENS, experiment=f"{EXPERIMENT}/depths/s0")
 
@@ -168,7 +168,7 @@ def build_recipe(ctx: Context, bank, m: Recipe, seed: int, built: dict) -> dict:
         out["run"] = mm.train_student(bank, mm.MOPDConfig.for_model(
             "tiny", domains=domains, student=m.name, teachers=route or None, **s, **common))
     elif m.trainer == "offline":
-        cfg = OfflineConfig.for_model("tiny", loss="sft", domains=domains, name=m.name, teachers=route or None,
+        cfg = OfflineConfig.for_model("tiny", loss="ce", domains=domains, name=m.name, teachers=route or None,
                                       **s, **common)
         data = gold(bank.tokenizer, cfg) if m.data == "gold" else collect(bank, cfg)
         out["run"] = train_offline(bank, cfg, data)

@@ -192,7 +192,7 @@ def test_ucmopd_golden_gain_counts_both_samplings_by_hand(teacher_bank, monkeypa
         assert row["cost/loss_tokens"] == gen
 
 
-@pytest.mark.parametrize("loss", ["sft", "soft"])
+@pytest.mark.parametrize("loss", ["ce", "soft"])
 def test_offline_counts_by_hand(loss, teacher_bank, monkeypatch):
     """RFT and soft labels: the step-0 row is the teachers' sampling (each distinct prompt
     prefilled once per sampling batch, every completion generated); each step trains on its
