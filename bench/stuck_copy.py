@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def configs(seed: int, experiment: str):
     """08's two configs (cells 13 and 14), at `seed`."""
-    teacher = OfflineConfig.for_model("tiny", loss="sft", domains=("chain",), name="sft_teacher", steps=200,
+    teacher = OfflineConfig.for_model("tiny", loss="ce", domains=("chain",), name="sft_teacher", steps=200,
                                       batch_size=8, prompts_per_domain=1600, max_new_tokens=8, eval_every=0,
                                       seed=seed, experiment=experiment)
     stuck = MOPDConfig.for_model("tiny", domains=("chain",), teachers={"chain": "sft_teacher"}, student="mopd_kl",

@@ -3,7 +3,7 @@
     MOPDConfig     stage 3, the MOPD student (distill.train_student); its UCMOPD options
                    GoldenGain and Endorsement (ucmopd has their maths)
     GRPOConfig     stage 2, a teacher; Mix-RL and Cascade RL (grpo.train_teacher)
-    OfflineConfig  the offline baselines, RFT and soft labels (offline.train_offline)
+    OfflineConfig  the offline baselines, RFT and soft labels, and SFT on gold (offline.train_offline)
 
 Each is a plain dataclass: the string under a field is its documentation (and the command line's
 help for its flag, `mopd_mini.cli`), `for_model` gives a model size's preset (MOPD_FAST=1: the CI
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -458,17 +459,31 @@ class GRPOConfig:
 # the offline baselines
 # ---------------------------------------------------------------------------------------------
 
-OFFLINE_LOSSES = ("sft", "soft")
-"""the losses OfflineConfig.loss can name: RFT's cross-entropy, soft labels' forward KL"""
+OFFLINE_LOSSES = ("ce", "soft")
+"""the losses OfflineConfig.loss can name: cross-entropy (RFT on the teachers' samples, SFT on gold),
+soft labels' forward KL"""
+RENAMED_VALUES = {"loss": {"sft": "ce"}}
+"""setting values renamed since some runs were saved, {field: {old: new}}: OfflineConfig.loss "sft" is
+"ce" (it is cross-entropy on whatever data it is given, RFT's or gold). A config that names the old
+value warns once and takes the new one (one release); a saved run's config that names it is the same
+run (`new_values`: runs.Run.checkpoint and the stuck copy's check compare with it)"""
 KEEP = ("correct", "all")
+
+
+def new_values(saved: dict) -> dict:
+    """A saved config (as a dict) with every value renamed since it was written (RENAMED_VALUES)
+    given its new name: what the same settings read as today."""
+    return {k: RENAMED_VALUES.get(k, {}).get(v, v) if isinstance(v, str) else v for k, v in saved.items()}
 
 
 @dataclass
 class OfflineConfig:
-    """Settings for an offline student: RFT (loss="sft") or soft-label distillation (loss="soft")."""
+    """Settings for an offline student: cross-entropy (loss="ce": RFT on the teachers' kept samples, or
+    SFT on gold with `offline.gold`'s data) or soft-label distillation (loss="soft")."""
 
-    loss: str = "sft"
-    """sft: cross-entropy on the kept teacher samples (RFT); soft: forward KL from the teacher's full distribution"""
+    loss: str = "ce"
+    """ce: cross-entropy on the given completions (RFT: the kept teacher samples; SFT on gold: the gold
+    answers); soft: forward KL from the teacher's full distribution ("sft", its old name, warns and reads ce)"""
     samples_per_prompt: int = 4
     """K: completions each teacher samples per training prompt of its domain"""
     prompts_per_domain: int = 256
@@ -503,7 +518,7 @@ class OfflineConfig:
     seed: int = 0
     """seeds the teachers' sampling, the student's init and the data order"""
     name: str | None = None
-    """the student adapter's name (None: rft for sft, soft for soft)"""
+    """the student adapter's name (None: rft for ce, soft for soft)"""
     experiment: str | None = "course"
     """runs/<experiment>/<name>/ holds the run; None keeps it (and the collected set) in memory"""
     checkpoint_every: int = 50
@@ -512,6 +527,13 @@ class OfflineConfig:
     """show a progress bar"""
     gradient_checkpointing: bool = False
     """recompute activations in the backward (on in the Qwen3 presets)"""
+
+    def __post_init__(self):
+        renamed = RENAMED_VALUES["loss"].get(self.loss) if isinstance(self.loss, str) else None
+        if renamed is not None:
+            warnings.warn(f"OfflineConfig(loss={self.loss!r}) is deprecated and will be refused in the next release: "
+                          f"write loss={renamed!r} (the same cross-entropy)", DeprecationWarning, stacklevel=3)
+            self.loss = renamed
 
     @classmethod
     def for_model(cls, model: str = "tiny", **overrides) -> "OfflineConfig":
@@ -538,7 +560,7 @@ class OfflineConfig:
 
     @property
     def adapter(self) -> str:
-        return self.name or {"sft": "rft", "soft": "soft"}[self.loss]
+        return self.name or {"ce": "rft", "soft": "soft"}[self.loss]
 
     @property
     def route(self) -> dict[str, str]:

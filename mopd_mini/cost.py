@@ -66,13 +66,15 @@ each counted once).
 
 from __future__ import annotations
 
+from . import deprecation
 from .rollout import Rollout
 
-LEDGER = 2
-"""the version of this counting, kept with every run (`Run.ledger`), so that a study that reloads
-runs can tell counters of older code from today's: 1 counted prefill once (the sampler's prompt
-prefill as the training forward); 2 counts a GRPO step that trains nothing and UCMOPD's second
-sampling. Raise it whenever what a counter counts changes."""
+COUNT_VERSION = 2
+"""the version of this counting, kept with every run (`Run.count_version`) and every study row, so that a
+study that reloads runs can tell counters of older code from today's: 1 counted prefill once (the
+sampler's prompt prefill as the training forward); 2 counts a GRPO step that trains nothing and
+UCMOPD's second sampling. Raise it whenever what a counter counts changes. Records written before it
+was named so call it "ledger" (`count_version_of` reads either)."""
 KINDS = ("sample_prefill_tokens", "generated_tokens", "teacher_prefill_tokens", "trained_tokens", "loss_tokens")
 FORMULA = ("FLOPs = (2N + 2n) x (sampler prefill + generated + teacher prefill) tokens + (4N + 6n) x trained "
            "tokens; N = base matmul parameters, n = adapter parameters")
@@ -160,8 +162,20 @@ def method_costs(stage: dict, needs: list[dict], N: int, n: int) -> tuple[dict, 
     return with_flops(stage, N, n), with_flops(add(stage, *needs), N, n)
 
 
+def count_version_of(record: dict, default: int | None = None) -> int | None:
+    """The COUNT_VERSION a record was counted by (a checkpoint, a study's row or job record): its
+    "count_version", or, in a record written before that name, its "ledger" (history stays as it was
+    written); `default` where it has neither (a record older than the version)."""
+    for key in ("count_version", "ledger"):
+        if key in record:
+            return record[key]
+    return default
+
+
 # every public function above checks its annotated arguments when called from outside the package
 # (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
 from .validate import guard_public  # noqa: E402
 
 guard_public(globals())
+
+__getattr__ = deprecation.old_names(__name__, {"LEDGER": "mopd_mini.cost:COUNT_VERSION"})  # renamed: one release

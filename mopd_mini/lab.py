@@ -38,7 +38,7 @@ from pathlib import Path
 
 import torch
 
-from .config import MOPDConfig
+from .config import MOPDConfig, new_values
 from .distill import train_student
 from .losses import jsd_loss, pg_loss, reverse_kl, forward_kl, topk_reverse_kl
 
@@ -690,7 +690,7 @@ def recorded_stuck(bank, cfg_teacher=None, cfg_stuck=None, folder: Path = STUCK_
 
     record = json.loads((folder / "run.json").read_text())
     for cfg, name in ((cfg_teacher, "sft_teacher"), (cfg_stuck, "mopd_kl")):
-        saved = json.loads((folder / name / "config.json").read_text())
+        saved = new_values(json.loads((folder / name / "config.json").read_text()))  # loss "sft" recorded: "ce"
         if cfg is not None:
             now = asdict(cfg)
             differs = sorted(k for k in set(saved) | set(now) if k not in _NOT_THE_RUN

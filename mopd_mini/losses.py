@@ -29,7 +29,8 @@ on the same student samples:
 
 and the two OFFLINE losses, on trajectories the teachers sampled (the critique's baselines):
 
-  sft_loss         cross-entropy of the given tokens (RFT: SFT on correct teacher samples).
+  cross_entropy    cross-entropy of the given tokens (OfflineConfig's loss "ce"): RFT on the teachers'
+                   correct samples, SFT on the generator's gold answers.
   forward_kl       the forward KL(p_T || p_S) over the full vocabulary at every position
                    (soft-label distillation), named for its math. Chunked like reverse_kl. The
                    same function is MOPD's on-policy "fkl" on the student's rollouts.
@@ -63,6 +64,8 @@ import math
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
+
+from . import deprecation
 
 Info = dict[str, Tensor]
 
@@ -391,13 +394,13 @@ def reverse_kl(student_logits: Tensor, teacher_logits: Tensor, mask: Tensor,
     return _chunked_kl(_ChunkedReverseKL, student_logits, teacher_logits, mask, chunk_size)
 
 
-def sft_loss(logits: Tensor, ids: Tensor, mask: Tensor) -> tuple[Tensor, Info]:
+def cross_entropy(logits: Tensor, ids: Tensor, mask: Tensor) -> tuple[Tensor, Info]:
     """Cross-entropy of the given tokens (supervised fine-tuning), with the course's aggregation.
 
-        nll_t = - log p(y_t | x, y_<t) = - (z_{y_t} - log sum_v exp z_v),    L_SFT = masked_mean(nll)
+        nll_t = - log p(y_t | x, y_<t) = - (z_{y_t} - log sum_v exp z_v),    L_CE = masked_mean(nll)
 
     logits: (B, T, V) at the positions that predict ids, any float dtype; ids: (B, T) long, the
-    target tokens (in RFT: a teacher's correct completion); mask: (B, T). The log-softmax works
+    target tokens (in RFT: a teacher's correct completion; in SFT on gold: the gold answer); mask: (B, T). The log-softmax works
     a chunk of rows at a time (log_softmax_at): no (B, T, V) fp32 copy. info: `nll` (B, T).
     """
     _check_logits(logits=logits)
@@ -584,3 +587,5 @@ def group_advantages(rewards: Tensor, eps: float = 1e-6) -> tuple[Tensor, Tensor
 from .validate import guard_public  # noqa: E402
 
 guard_public(globals())
+
+__getattr__ = deprecation.old_names(__name__, {"sft_loss": "mopd_mini.losses:cross_entropy"})  # renamed: one release

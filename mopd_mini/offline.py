@@ -1,7 +1,7 @@
 """The offline baselines: a student trained on trajectories the TEACHERS sampled, once, up front.
 
     data = collect(bank, OfflineConfig())                     # each teacher samples its own domain
-    train_offline(bank, OfflineConfig(loss="sft"), data)      # RFT: SFT on the correct samples
+    train_offline(bank, OfflineConfig(loss="ce"), data)       # RFT: cross-entropy on the correct samples
     train_offline(bank, OfflineConfig(loss="soft"), data)     # soft labels on the same trajectories
     train_offline(bank, cfg, gold(bank.tokenizer, cfg))        # SFT on the generator's gold answers
 
@@ -11,8 +11,9 @@ One trainer, two losses (the critique's baselines, arXiv 2610.04272):
             of each of the first `prompts_per_domain` training prompts of d; each completion is
             graded by d's verifiable reward (relaxed match, and it must end: as in GRPO).
             `keep="correct"` keeps the correct ones only: rejection sampling.
-  sft       RFT, rejection-sampled fine-tuning: cross-entropy of the kept completions,
-            L = masked_mean( -log pi_S(y_t | x, y_<t) )                       (losses.sft_loss)
+  ce        cross-entropy of the given completions: on the kept samples it is RFT,
+            rejection-sampled fine-tuning; on `gold`'s answers, SFT on gold,
+            L = masked_mean( -log pi_S(y_t | x, y_<t) )                       (losses.cross_entropy)
   soft      soft-label distillation: at every position of the same kept completions, the
             forward KL from the routed teacher's full distribution,
             L = masked_mean( sum_v p_T(v) log(p_T(v) / p_S(v)) )             (losses.forward_kl)
@@ -57,7 +58,7 @@ from .adapters import AdapterBank, atomic_write
 from .domains import get_domains
 from .evaluation import accuracy_by_length
 from .validate import guarded
-from .losses import sft_loss, forward_kl
+from .losses import cross_entropy, forward_kl
 from .rollout import completion_logits, pack, sample
 from . import runs
 from .runs import Run, adamw, guarded_step
@@ -220,7 +221,7 @@ def batch_indices(n: int, batch_size: int, step: int, seed: int) -> list[int]:
 @guarded
 def train_offline(bank: AdapterBank, cfg: config.OfflineConfig, data: Collected | None = None) -> Run:
     """Create (or resume) a fresh student adapter and train it on the teachers' kept samples of
-    every domain, by cross-entropy (sft) or by the forward KL from the routed teacher (soft)."""
+    every domain, by cross-entropy (ce) or by the forward KL from the routed teacher (soft)."""
     cfg.check()
     domains = get_domains(cfg.domains)
     if cfg.adapter in cfg.route.values():
@@ -259,8 +260,8 @@ def train_offline(bank: AdapterBank, cfg: config.OfflineConfig, data: Collected 
             model.train()
             logits = completion_logits(model, rollout)                       # (B, C, V)
             model.eval()
-            if cfg.loss == "sft":
-                loss, info = sft_loss(logits, rollout.completion_ids, rollout.completion_mask)
+            if cfg.loss == "ce":
+                loss, info = cross_entropy(logits, rollout.completion_ids, rollout.completion_mask)
             else:
                 loss, info = forward_kl(logits, teacher_logits, rollout.completion_mask)
             row.update(loss=loss.item(), **guarded_step(loss, params, optimizer, cfg.grad_clip), **cost.trained(rollout))

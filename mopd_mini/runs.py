@@ -37,6 +37,7 @@ import io
 import json
 import os
 import random
+import warnings
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,11 +45,12 @@ from pathlib import Path
 import torch
 
 from .adapters import ROLES, AdapterBank, atomic_write, check_adapter_name, role_of_config, role_of_folder
-from .cost import LEDGER
+from .cost import COUNT_VERSION, count_version_of
 
 RUNS_DIR = Path("runs")
 # the presets and the loop's checks live with the configs (torch-free); importable from here as before
 from .config import FAST, check_experiment, check_loop, experiment_name, fast_or, preset  # noqa: E402,F401
+from .config import new_values  # noqa: E402
 
 
 def writable(folder: Path) -> None:
@@ -82,15 +84,22 @@ class Run:
     not in metrics.jsonl, which stays byte-identical between runs of one seed"""
     trained: bool = False
     """whether this call trained a step (a finished run reloaded rewrites nothing)"""
-    ledger: int = LEDGER
-    """the version of the cost counting (`cost.LEDGER`) its metrics' cost/* columns were counted by;
-    in checkpoint.pt. A run resumed from an older checkpoint keeps the older number (its first steps
+    count_version: int = COUNT_VERSION
+    """the version of the cost counting (`cost.COUNT_VERSION`) its metrics' cost/* columns were counted
+    by; in checkpoint.pt. A run resumed from an older checkpoint keeps the older number (its first steps
     were counted by that code); one written before the version was kept reads 0"""
     _state: dict | None = field(default=None, repr=False)
     """the checkpoint `open` read and checked, until `resume` restores it"""
     teachers: list[dict] | None = None
     """the teachers this run reads (a student's): name, domain, sha256 of the weights; written beside
     config.json as teacher_manifest.json (`check_teachers`)"""
+
+    @property
+    def ledger(self) -> int:
+        """`count_version`'s old name, for one release (a DeprecationWarning)."""
+        warnings.warn("Run.ledger is deprecated and will be removed in the next release: use Run.count_version",
+                      DeprecationWarning, stacklevel=2)
+        return self.count_version
 
     @classmethod
     def open(cls, experiment: str | None, name: str, config) -> "Run":
@@ -176,7 +185,8 @@ class Run:
         state = {"step": step, "config": self.config, "adapter": adapter,
                  "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
                  "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
-                 "metrics": self.metrics, "trace": self.trace, "warnings": self.warnings, "seconds": self.seconds, "ledger": self.ledger,
+                 "metrics": self.metrics, "trace": self.trace, "warnings": self.warnings, "seconds": self.seconds,
+                 "count_version": self.count_version,
                  "teachers": self.teachers}   # the manifest's copy: a deleted or swapped side file is caught
         buffer = io.BytesIO()
         torch.save(state, buffer)
@@ -222,7 +232,7 @@ class Run:
         self.metrics, self.trace = state["metrics"], state["trace"]
         self.warnings = state.get("warnings", [])   # a checkpoint from before warnings were kept: none
         self.seconds = state.get("seconds", 0.0)
-        self.ledger = min(self.ledger, state.get("ledger", 0))
+        self.count_version = min(self.count_version, count_version_of(state, 0))
         self._state = None  # resumed once; the tensors now live in the bank and the optimizer
         return state["step"] + 1
 
@@ -347,8 +357,6 @@ def upgrade_checkpoint(folder: Path, state: dict, teachers: list[dict], checked:
     none, so they are the teachers read now). A folder this user cannot write keeps its checkpoint
     as it is, and the warning says so. The one upgrade, for a resume (`Run.check_teachers`) and an
     export (`export.check_manifest`)."""
-    import warnings
-
     folder = Path(folder)
     path = folder / "checkpoint.pt"
     how = (f"it was checked against {MANIFEST} this once" if checked else
@@ -491,8 +499,9 @@ ADDED_FIELDS = {"eval_split": "test", "teachers": None,  # fields newer than som
 
 def _comparable(config: dict) -> dict:
     """A config minus the fields that do not change the trained weights (how long, how often it
-    evaluates or checkpoints, what it shows): a run may be resumed or extended across those."""
-    config = {**ADDED_FIELDS, **config}  # a run saved before a field existed had its default
+    evaluates or checkpoints, what it shows): a run may be resumed or extended across those. A value
+    renamed since the run was saved (config.RENAMED_VALUES: loss "sft" is "ce") reads as its new name."""
+    config = new_values({**ADDED_FIELDS, **config})  # a run saved before a field existed had its default
     return {k: v for k, v in config.items() if k not in IGNORED_ON_RESUME}
 
 

@@ -114,11 +114,11 @@ class Bench:
                 self.bank.load(f"teacher_{d}", folder)
             else:
                 self.teachers[d] = mm.train_teacher(self.bank, cfg)
-        stale = {d: t.ledger for d, t in self.teachers.items() if t.ledger < cost.LEDGER}
+        stale = {d: t.count_version for d, t in self.teachers.items() if t.count_version < cost.COUNT_VERSION}
         if stale:   # reloaded teachers whose cost/* columns older code counted (a mixed ledger)
-            warnings.warn(f"the teachers {stale} reloaded from {self.folder} were counted by cost ledger "
-                          f"version(s) older than today's {cost.LEDGER}: every pipeline's teacher share would mix "
-                          "code versions. Train them again in a fresh experiment, or re-count them with "
+            warnings.warn(f"the teachers {stale} reloaded from {self.folder} were counted by a version of the cost "
+                          f"counting older than today's (cost.COUNT_VERSION {cost.COUNT_VERSION}): every pipeline's "
+                          "teacher share would mix code versions. Train them again in a fresh experiment, or re-count them with "
                           "`python -m studies.baselines --recount-teachers <json>`", stacklevel=2)
         self.N = cost.param_counts(self.bank)[0]
         self.n_lora = sum(p.numel() for p in self.bank.parameters("teacher_binding").values())
@@ -150,7 +150,7 @@ class Bench:
                 "tiny", domain=second, init_from=f"teacher_{first}", eval_domains=(first,), prompts_per_step=p.per_domain,
                 name=name, **common))
         else:
-            cfg = OfflineConfig.for_model("tiny", loss={"rft": "sft", "soft": "soft"}[method], name=name,
+            cfg = OfflineConfig.for_model("tiny", loss={"rft": "ce", "soft": "soft"}[method], name=name,
                                           prompts_per_domain=p.offline_prompts, samples_per_prompt=k or p.offline_k,
                                           batch_size=2 * p.per_domain, **common)
             key = (seed, cfg.samples_per_prompt)

@@ -448,15 +448,17 @@ def cost_section(rep: dict) -> list[str]:
 
 def recheck_cost_note(rep: dict) -> list[str]:
     """What differs in the cost rows a complete re-check put in the page's place (`in_use`): the cost
-    ledger that counted them (their teachers included) and the machine that timed them."""
+    counting's version that counted them (their teachers included) and the machine that timed them. The
+    sentence names the constant `mopd_mini.cost.LEDGER` as the re-check's code named it (`cost.COUNT_VERSION`
+    since): the page stays as it was rendered."""
     moved = list(rep.get("recheck_in_use", ()))
     if not moved:
         return []
     block = rep[RECHECK_KEY]
-    ledgers = sorted({r.get("ledger", 1) for r in block["rows"][moved[0]].values()})
+    versions = sorted({cost.count_version_of(r, 1) for r in block["rows"][moved[0]].values()})
     teachers = lambda m: fmean(r["pipeline"]["flops"] - r["stage"]["flops"] for r in rep["rows"][m].values())  # noqa: E731
     names = ", ".join(LABEL[m] for m in moved)
-    return [f"**The re-check's rows** ({names}, marked) were counted by cost ledger {', '.join(map(str, ledgers))} "
+    return [f"**The re-check's rows** ({names}, marked) were counted by cost ledger {', '.join(map(str, versions))} "
             f"(`mopd_mini.cost.LEDGER`: it also counts the GRPO steps that train nothing), with the re-check's own "
             f"teachers: their teachers' share of the pipeline is {teachers(moved[0]):.2e} FLOPs against "
             f"{teachers('mopd_pg'):.2e} for the other rows, whose teachers the code before that ledger counted. Their "

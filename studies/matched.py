@@ -237,7 +237,7 @@ def estimate(plan: Plan, steps: int = 4, seeds: int = 3, workers: int = 2) -> di
     ocfg = OfflineConfig(prompts_per_domain=50, samples_per_prompt=4, batch_size=2 * plan.per_domain, **common)
     data = collect(bank, ocfg)
     per_sample = data.seconds / len(data.completions)
-    for loss, m in (("sft", "rft"), ("soft", "soft")):
+    for loss, m in (("ce", "rft"), ("soft", "soft")):
         per_step[m] = (train_offline(bank, OfflineConfig(**{**asdict(ocfg), "loss": loss}), data).seconds
                        - data.seconds) / steps
     started = time.perf_counter()
@@ -471,7 +471,7 @@ def estimate_check(plan: Plan, T: int, seeds: int, workers: int, check: Check, q
     for m in check.methods:
         setting = grids[m][len(grids[m]) // 2]
         if m in OFFLINE:
-            cfg = OfflineConfig(loss={"rft": "sft", "soft": "soft"}[m], prompts_per_domain=50, samples_per_prompt=4,
+            cfg = OfflineConfig(loss={"rft": "ce", "soft": "soft"}[m], prompts_per_domain=50, samples_per_prompt=4,
                                 batch_size=2 * plan.per_domain, name=f"probe_{m}", **common)
             data = collect(bank, cfg)
             per_sample = data.seconds / len(data.completions)

@@ -129,14 +129,15 @@ def results_markdown(rep: dict) -> str:
            + f" Finished {rep['date']}.", ""]
     for key, by_T in by_Ts:
         rows, seeds = by_T["rows"], by_T["seeds_done"]
-        stale = sorted({LABEL[m] for m, per in rows.items() for p in per.values() if p.get("ledger", 0) < cost.LEDGER})
+        stale = sorted({LABEL[m] for m, per in rows.items() for p in per.values()
+                        if cost.count_version_of(p, 0) < cost.COUNT_VERSION})
         out += [f"### T = {key} GRPO steps per domain (seeds {seeds})", "",
                 *([f"Written by `{written_by(rep, by_T)}`" + (f", finished {by_T['date']}" if by_T.get("date") else "")
                    + (f", on {ran_on(rep, by_T)}." if len(machines) > 1 else "."),
                    ""] if len(commands) > 1 or len(machines) > 1 else []),
                 *study.unfinished(written_by(rep, by_T), seeds),
                 *([f"**Mixed ledger**: the costs of {', '.join(stale)} include runs counted by older code "
-                   f"(cost ledger below {cost.LEDGER}); their FLOPs are not comparable with the others'.", ""]
+                   f"(cost ledger below {cost.COUNT_VERSION}); their FLOPs are not comparable with the others'.", ""]
                   if stale else []),
                 "Test split, mean ± sample std over seeds (ddof = 1). Lift: mean accuracy over the domain's lengths minus "
                 "the base's. Pipeline FLOPs: the method's stage plus the teachers it needs (cost.FORMULA).", "",

@@ -81,7 +81,7 @@ from .regimes_train import build_recipe, evaluate_rows, run_job, trained_fields 
 
 def deep_teacher_cfg(steps: int) -> OfflineConfig:
     """teacher_depths' SFT teacher at `steps` (seed 0; a finished run in its folder reloads)."""
-    return OfflineConfig.for_model("tiny", loss="sft", domains=("chain",), name=f"sft_teacher_deep_{steps}",
+    return OfflineConfig.for_model("tiny", loss="ce", domains=("chain",), name=f"sft_teacher_deep_{steps}",
                                    steps=steps, batch_size=8, prompts_per_domain=8 * steps, seed=0, eval_every=0,
                                    progress=False, max_new_tokens=DEEP_TOKENS, experiment=f"{EXPERIMENT}/depths/s0")
 

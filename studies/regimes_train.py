@@ -50,7 +50,7 @@ def build_recipe(ctx: Context, bank, m: Recipe, seed: int, built: dict) -> dict:
         out["run"] = mm.train_student(bank, mm.MOPDConfig.for_model(
             "tiny", domains=domains, student=m.name, teachers=route or None, **s, **common))
     elif m.trainer == "offline":
-        cfg = OfflineConfig.for_model("tiny", loss="sft", domains=domains, name=m.name, teachers=route or None,
+        cfg = OfflineConfig.for_model("tiny", loss="ce", domains=domains, name=m.name, teachers=route or None,
                                       **s, **common)
         data = gold(bank.tokenizer, cfg) if m.data == "gold" else collect(bank, cfg)
         out["run"] = train_offline(bank, cfg, data)

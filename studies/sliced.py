@@ -48,7 +48,7 @@ class Recorded:
 
     metrics: list = field(default_factory=list)
     seconds: float = 0.0
-    ledger: int = 0
+    count_version: int = 0
     trace: list = field(default_factory=list)
 
 
@@ -162,11 +162,13 @@ class Sliced:
 
     def teachers(self, data: dict) -> tuple[dict, dict]:
         """({name: (folder, Recorded)}, reads {input: digest}) of the kept teachers, digests checked."""
+        from mopd_mini import cost
+
         setup = data["jobs"][self.k("setup")]
         given, reads = {}, {}
         for name, t in setup["teachers"].items():
             folder = self.inputs.get(t["input"], t["digest"], self.readers(data, t["input"]))
-            given[name] = (folder, Recorded(kept_metrics(folder), t["seconds"], t["ledger"]))
+            given[name] = (folder, Recorded(kept_metrics(folder), t["seconds"], cost.count_version_of(t)))
             reads[t["input"]] = t["digest"]
         return given, reads
 
@@ -196,7 +198,7 @@ class Sliced:
             for d, run in ctx.teachers.items():
                 name, inp = f"teacher_{d}", f"{self.key}/teacher_{d}"
                 rec["teachers"][name] = {"input": inp, "digest": self.keep(ctx.bank, name, run, inp),
-                                         "seconds": run.seconds, "ledger": run.ledger,
+                                         "seconds": run.seconds, "count_version": run.count_version,
                                          "sha256": runs.adapter_digest(ctx.bank, name)}
             for a in self.s.refs:
                 rec["refs"]["val"][a] = scored(ctx.bank, a, "val", self.val_n)
@@ -223,7 +225,7 @@ class Sliced:
                     scored(ctx.bank, r.name, split, self.val_n if split == "val" else self.n))
             inp = f"{self.key}/{m}/{r.name}"
             rec = {**base, "name": r.name, "reads": reads, "seconds": r.seconds,
-                   "ledger": getattr(r.run, "ledger", None), "val": None, "test": None, split: accs,
+                   "count_version": getattr(r.run, "count_version", None), "val": None, "test": None, split: accs,
                    "input": inp, "digest": self.keep(ctx.bank, r.name, r.run, inp, adapter=split == "val")}
             return self._record(self.run_key(m, setting, seed), rec, started)
         finally:
@@ -310,7 +312,8 @@ class Sliced:
                 test = rec["test"] if rec.get("test") is not None else data["jobs"][self.test_key(m, setting, seed)]["test"]
                 folder = self.inputs.get(rec["input"], rec["digest"], self.readers(data, rec["input"]))
                 metrics = kept_metrics(folder)
-                run = Recorded(metrics, rec["seconds"], rec["ledger"]) if rec.get("ledger") is not None else None
+                version = cost.count_version_of(rec)   # "ledger" in a record written before the name
+                run = Recorded(metrics, rec["seconds"], version) if version is not None else None
                 done[m] = study.Result(rec["name"], run, cost.totals(metrics) if run is not None else {}, rec["seconds"])
                 state.test[rec["name"]] = accs_of(test)
                 if rec.get("val") is not None:

@@ -522,7 +522,7 @@ def stage_and_pipeline(ctx, needs: tuple[str, ...], r: Result) -> tuple[dict, di
 
 def rows(study: Study, ctx, state: State) -> dict:
     """{method: {seed: row}}: every part's scores, the lift, the accuracies, the two costs and the
-    oldest cost-ledger version among the runs they add up (`Run.ledger`)."""
+    oldest version of the cost counting among the runs they add up (`Run.count_version`)."""
     out = {}
     for m in list(study.methods) + list(study.picks):
         per = {}
@@ -534,7 +534,7 @@ def rows(study: Study, ctx, state: State) -> dict:
                          "acc": state.test[r.name], "lift": lift(state.test, r.name, study.domains)}
             needs = needs_of(study, m)
             counted = ([r.run] if r.run is not None else []) + [ctx.teachers[d] for d in needs]
-            per[seed]["ledger"] = min((x.ledger for x in counted), default=cost.LEDGER)
+            per[seed]["count_version"] = min((x.count_version for x in counted), default=cost.COUNT_VERSION)
             per[seed]["stage"], per[seed]["pipeline"] = stage_and_pipeline(ctx, needs, r)
         out[m] = per
     return out

@@ -84,7 +84,7 @@ def test_distill_takes_the_base_as_a_teacher(folder):
     assert len(runs.read_metrics(folder / "m" / "s_base")) == 2
 
 
-@pytest.mark.parametrize("command, adapter, loss", [("rft", "rft", "sft"), ("soft-labels", "soft", "soft")])
+@pytest.mark.parametrize("command, adapter, loss", [("rft", "rft", "ce"), ("soft-labels", "soft", "soft")])
 def test_offline_baselines_train_on_the_teachers_samples(folder, command, adapter, loss, capsys):
     assert cli.main([command, *OFFLINE, *where(folder)]) == 0
     assert config(folder, adapter)["loss"] == loss

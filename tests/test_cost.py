@@ -192,7 +192,7 @@ def test_ucmopd_golden_gain_counts_both_samplings_by_hand(teacher_bank, monkeypa
         assert row["cost/loss_tokens"] == gen
 
 
-@pytest.mark.parametrize("loss", ["sft", "soft"])
+@pytest.mark.parametrize("loss", ["ce", "soft"])
 def test_offline_counts_by_hand(loss, teacher_bank, monkeypatch):
     """RFT and soft labels: the step-0 row is the teachers' sampling (each distinct prompt
     prefilled once per sampling batch, every completion generated); each step trains on its
@@ -244,8 +244,27 @@ def test_a_reloaded_teacher_reports_the_counters_that_wrote_it(tiny, monkeypatch
     again = train_teacher(AdapterBank(copy.deepcopy(model), tok), GRPOConfig(**cfg))
     assert not seen and not again.trained                  # reloaded: nothing sampled, nothing trained
     assert again.metrics == first.metrics and again.seconds == first.seconds
-    assert again.ledger == first.ledger == cost.LEDGER
+    assert again.count_version == first.count_version == cost.COUNT_VERSION
     check_totals(again, hand)
+    ckpt = tmp_path / "ledger" / "teacher_binding" / "checkpoint.pt"    # as a checkpoint from before the
+    state = torch.load(ckpt, weights_only=True)                          # rename: its version under "ledger"
+    state["ledger"] = state.pop("count_version") - 1
+    torch.save(state, ckpt)
+    old = train_teacher(AdapterBank(copy.deepcopy(model), tok), GRPOConfig(**cfg))
+    assert not old.trained and old.count_version == cost.COUNT_VERSION - 1
+
+
+def test_the_count_version_reads_records_of_either_name_and_its_old_names_warn():
+    """cost.LEDGER was renamed COUNT_VERSION (a version number, not the counting), Run.ledger
+    Run.count_version, a record's key "ledger" "count_version": records keep the key they were written
+    with (`count_version_of` reads either); the old names work for one release, with a warning."""
+    assert cost.count_version_of({"count_version": 2}) == 2 and cost.count_version_of({"ledger": 1}) == 1
+    assert cost.count_version_of({"ledger": None}) is None and cost.count_version_of({}, 0) == 0
+    with pytest.warns(DeprecationWarning, match=r"importing LEDGER from mopd_mini.cost is deprecated.*"
+                                                r"use mopd_mini.cost.COUNT_VERSION"):
+        assert cost.LEDGER == cost.COUNT_VERSION
+    with pytest.warns(DeprecationWarning, match=r"Run.ledger is deprecated.*Run.count_version"):
+        assert runs.Run(None, {}, count_version=1).ledger == 1
 
 
 # the formula and the counters' parts, on hand-made inputs

@@ -331,13 +331,13 @@ def naive_forward_kl(s, t, mask):
     return reference_mean(kl, mask), kl
 
 
-def test_sft_loss_matches_loops_and_its_gradient():
-    from mopd_mini.losses import sft_loss
+def test_cross_entropy_matches_loops_and_its_gradient():
+    from mopd_mini.losses import cross_entropy
     torch.manual_seed(7)
     s = torch.randn(B, T, V, dtype=torch.float64, requires_grad=True)
     ids = torch.randint(0, V, (B, T))
     mask = random_mask()
-    loss, info = sft_loss(s, ids, mask)
+    loss, info = cross_entropy(s, ids, mask)
     loss.backward()
     s_ref = s.detach().clone().requires_grad_()
     ref_loss, ref_nll = naive_sft(s_ref, ids, mask)
@@ -347,7 +347,18 @@ def test_sft_loss_matches_loops_and_its_gradient():
     torch.testing.assert_close(s.grad, s_ref.grad)
     # it equals torch's cross_entropy on a single sequence with every token counted
     flat = torch.nn.functional.cross_entropy(s[0].detach(), ids[0])
-    torch.testing.assert_close(sft_loss(s[:1].detach(), ids[:1], torch.ones(1, T))[0], flat)
+    torch.testing.assert_close(cross_entropy(s[:1].detach(), ids[:1], torch.ones(1, T))[0], flat)
+
+
+def test_the_old_name_sft_loss_warns_and_gives_cross_entropy():
+    """losses.sft_loss was renamed cross_entropy (it is RFT's and SFT on gold's loss alike): the old
+    name works for one release, with a DeprecationWarning that names the new one."""
+    from mopd_mini import losses
+    with pytest.warns(DeprecationWarning, match=r"importing sft_loss from mopd_mini.losses is deprecated.*"
+                                                r"use mopd_mini.losses.cross_entropy"):
+        assert losses.sft_loss is losses.cross_entropy
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        losses.nothing
 
 
 @pytest.mark.parametrize("chunk_size", [1, 3, None])

@@ -2,13 +2,15 @@
 the packed layout, and that RFT and soft-label distillation learn what they are trained on."""
 
 import copy
+import json
+from dataclasses import replace
 
 import pytest
 import torch
 
 import factworld
 from mopd_mini import AdapterBank, runs
-from mopd_mini.losses import sft_loss, forward_kl
+from mopd_mini.losses import cross_entropy, forward_kl
 from mopd_mini.config import OfflineConfig
 from mopd_mini.offline import batch_indices, collect, train_offline
 from mopd_mini.rollout import completion_logits, pack, sample
@@ -83,7 +85,7 @@ def test_batches_walk_seeded_epochs():
     assert batch_indices(n, bs, 4, seed=3) == seq[12:16]            # a pure function of the step
 
 
-@pytest.mark.parametrize("loss", ["sft", "soft"])
+@pytest.mark.parametrize("loss", ["ce", "soft"])
 def test_offline_student_learns_its_own_objective(offline_bank, loss):
     """30 steps on a tiny kept set lower the objective on that set (CE for RFT, forward KL to the
     routed teacher for soft labels); teachers never move; the student starts at the base."""
@@ -97,8 +99,8 @@ def test_offline_student_learns_its_own_objective(offline_bank, loss):
         with bank.use(name) as model:
             packed = pack(model, bank.tokenizer, exs, comps)
             logits = completion_logits(model, packed)
-            if loss == "sft":
-                return sft_loss(logits, packed.completion_ids, packed.completion_mask)[0].item()
+            if loss == "ce":
+                return cross_entropy(logits, packed.completion_ids, packed.completion_mask)[0].item()
             teacher = routing.score(bank, packed, cfg.route, k=1).logits
             return forward_kl(logits, teacher, packed.completion_mask)[0].item()
 
@@ -147,6 +149,39 @@ def test_offline_refuses_bad_configs(offline_bank, bad, words):
         train_offline(bank, config(**bad), data)
 
 
+def test_the_old_loss_name_sft_warns_and_reads_ce():
+    """OfflineConfig's loss "sft" was renamed "ce" (cross-entropy on whatever data it is given: RFT's
+    kept samples, or gold): the old value works for one release, with a DeprecationWarning."""
+    with pytest.warns(DeprecationWarning, match=r"loss='sft'.*write loss='ce'"):
+        cfg = config(loss="sft")
+    assert cfg.loss == "ce" and cfg.adapter == "rft"
+    with pytest.warns(DeprecationWarning):
+        assert replace(config(), loss="sft").loss == "ce"
+
+
+def test_a_run_saved_with_the_old_loss_name_is_the_same_run(offline_bank, tmp_path, monkeypatch):
+    """A run saved before loss "sft" was renamed "ce" (its checkpoint and config.json say "sft"): the
+    same settings today reload it when it is finished (its record as it was written) and resume it
+    when they ask for more steps; another loss is still another run."""
+    monkeypatch.setattr(runs, "RUNS_DIR", tmp_path)
+    bank, data = offline_bank
+    cfg = config(experiment="old", steps=2, name="rft_old")
+    first = train_offline(bank, cfg, data)
+    folder = tmp_path / "old" / "rft_old"
+    state = torch.load(folder / "checkpoint.pt", weights_only=True)
+    state["config"]["loss"] = "sft"
+    torch.save(state, folder / "checkpoint.pt")
+    (folder / "config.json").write_text(json.dumps({**json.loads((folder / "config.json").read_text()), "loss": "sft"},
+                                                   indent=1))
+    again = train_offline(bank, cfg, data)
+    assert not again.trained and again.metrics == first.metrics and again.config["loss"] == "sft"
+    longer = train_offline(bank, replace(cfg, steps=3), data)
+    assert longer.trained and longer.metrics[:len(first.metrics)] == first.metrics and len(longer.metrics) == 4
+    with pytest.raises(ValueError, match=r"another config \(loss: saved 'ce', now 'soft'\)"):
+        train_offline(bank, replace(cfg, steps=3, loss="soft"), data)
+    bank._drop("rft_old")                                           # the module's bank as it was
+
+
 def test_offline_needs_the_teachers(bank):
     with pytest.raises(ValueError, match="teacher_binding"):
         collect(bank, config())
@@ -189,7 +224,7 @@ def test_sft_on_gold_learns_the_gold_traces(tiny):
     def nll(name):
         with bank.use(name) as model:
             packed = pack(model, bank.tokenizer, data.examples, data.completions)
-            return sft_loss(completion_logits(model, packed), packed.completion_ids, packed.completion_mask)[0].item()
+            return cross_entropy(completion_logits(model, packed), packed.completion_ids, packed.completion_mask)[0].item()
 
     at_base = nll("base")
     run = train_offline(bank, cfg, data)

@@ -187,7 +187,7 @@ def cmd_distill(args, cli) -> int:
 
 
 def cmd_offline(args, cli) -> int:
-    """RFT (loss sft) or soft labels (loss soft): the teachers sample once (cached), the student trains."""
+    """RFT (loss ce) or soft labels (loss soft): the teachers sample once (cached), the student trains."""
     from ..config import OfflineConfig
     from ..offline import collect, train_offline
 

@@ -71,7 +71,7 @@ def _offline_parser(loss: str):
     def build(o) -> None:
         _common(o, reads=True)
         add_config_flags(o, OfflineConfig, skip=("loss",), overrides={"name": dict(
-            help=f"the student adapter's name [default: {'rft' if loss == 'sft' else 'soft'}]")})
+            help=f"the student adapter's name [default: {'rft' if loss == 'ce' else 'soft'}]")})
         o.set_defaults(offline_loss=loss)
     return build
 
@@ -121,6 +121,6 @@ work (`commands.check_flags`): teachers' --domain names each domain once (one te
 evaluate's --domains known domains once, merge's --density a finite float"""
 
 BUILDERS = {"teachers": _teachers_parser, "mix-rl": _mix_rl_parser, "cascade": _cascade_parser,
-            "distill": _distill_parser, "rft": _offline_parser("sft"), "soft-labels": _offline_parser("soft"),
+            "distill": _distill_parser, "rft": _offline_parser("ce"), "soft-labels": _offline_parser("soft"),
             "merge": _merge_parser, "evaluate": _evaluate_parser, "results": _evaluate_parser}
 """each command's flags (mopd_mini.cli.COMMANDS names the commands)"""

@@ -11,20 +11,20 @@ from tests.test_cost import capture, check_totals, grpo_hand_count
 
 
 def test_a_run_counted_by_older_code_says_so(tiny, monkeypatch, tmp_path):
-    """A checkpoint written before the ledger was versioned (no "ledger" in it) reloads as ledger 0,
-    and the baselines' Bench warns when its teachers are such runs: a study cannot mix their
-    counters with today's without knowing."""
+    """A checkpoint written before the cost counting was versioned (no "count_version", nor its old
+    name "ledger", in it) reloads as count version 0, and the baselines' Bench warns when its teachers
+    are such runs: a study cannot mix their counters with today's without knowing."""
     from studies import baselines
     monkeypatch.delenv("MOPD_FAST", raising=False)
     monkeypatch.setattr(runs, "RUNS_DIR", tmp_path)
     baselines.Bench(baselines.QUICK, "old", progress=False)
     for ckpt in tmp_path.glob("old/*/teacher_*/checkpoint.pt"):
         state = torch.load(ckpt, weights_only=True)
-        del state["ledger"]
+        del state["count_version"]
         torch.save(state, ckpt)
     with pytest.warns(UserWarning, match="older than today's"):
         bench = baselines.Bench(baselines.QUICK, "old", progress=False)
-    assert {t.ledger for t in bench.teachers.values()} == {0}
+    assert {t.count_version for t in bench.teachers.values()} == {0}
 
 
 def test_the_baselines_bench_reloads_its_teachers_counters(monkeypatch, tmp_path):

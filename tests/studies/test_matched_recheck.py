@@ -21,7 +21,7 @@ METHODS = ("mopd_pg", "mopd_topk", "mopd_kl", "mixrl", "cascade_br", "cascade_rb
 
 def row(v: float) -> dict:
     return {"name": "x", "lift": {"binding": v, "recall": v, "mean": v}, "all": {"mean": 2 * v},
-            "stage": {"flops": 1e9}, "pipeline": {"flops": 2e9}, "reach": None, "ledger": 99,
+            "stage": {"flops": 1e9}, "pipeline": {"flops": 2e9}, "reach": None, "count_version": 99,
             "acc": {d: {"16": 0.5} for d in ("binding", "recall")}}   # what the store's check asks of a row
 
 

@@ -21,7 +21,7 @@ VAL_SEED1 = {"b": {1: 0.55, 2: 0.66}}
 class FakeRun:
     metrics: list = field(default_factory=list)
     seconds: float = 1.0
-    ledger: int = study.cost.LEDGER
+    count_version: int = study.cost.COUNT_VERSION
 
 
 def accs(x):
@@ -83,7 +83,7 @@ def test_the_runner_chooses_brackets_breaks_ties_and_tests_once(tmp_path, monkey
     row = rep["rows"]["a"][1]
     assert row["lift"]["binding"] == pytest.approx(0.1 + 0.3) and row["lift"]["recall"] == pytest.approx(0.5)
     assert row["stage"]["cost/trained_tokens"] == 10 and row["pipeline"]["flops"] == row["stage"]["flops"]
-    assert row["stage"]["flops"] == (4 * 100 + 6 * 10) * 10 and row["ledger"] == study.cost.LEDGER
+    assert row["stage"]["flops"] == (4 * 100 + 6 * 10) * 10 and row["count_version"] == study.cost.COUNT_VERSION
 
 
 def test_a_method_needs_a_setting_and_a_pick_known_methods():
