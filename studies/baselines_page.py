@@ -448,9 +448,7 @@ def cost_section(rep: dict) -> list[str]:
 
 def recheck_cost_note(rep: dict) -> list[str]:
     """What differs in the cost rows a complete re-check put in the page's place (`in_use`): the cost
-    counting's version that counted them (their teachers included) and the machine that timed them. The
-    sentence names the constant `mopd_mini.cost.LEDGER` as the re-check's code named it (`cost.COUNT_VERSION`
-    since): the page stays as it was rendered."""
+    counting's version that counted them (their teachers included) and the machine that timed them."""
     moved = list(rep.get("recheck_in_use", ()))
     if not moved:
         return []
@@ -458,10 +456,10 @@ def recheck_cost_note(rep: dict) -> list[str]:
     versions = sorted({cost.count_version_of(r, 1) for r in block["rows"][moved[0]].values()})
     teachers = lambda m: fmean(r["pipeline"]["flops"] - r["stage"]["flops"] for r in rep["rows"][m].values())  # noqa: E731
     names = ", ".join(LABEL[m] for m in moved)
-    return [f"**The re-check's rows** ({names}, marked) were counted by cost ledger {', '.join(map(str, versions))} "
-            f"(`mopd_mini.cost.LEDGER`: it also counts the GRPO steps that train nothing), with the re-check's own "
-            f"teachers: their teachers' share of the pipeline is {teachers(moved[0]):.2e} FLOPs against "
-            f"{teachers('mopd_pg'):.2e} for the other rows, whose teachers the code before that ledger counted. Their "
+    return [f"**The re-check's rows** ({names}, marked) were counted by version {', '.join(map(str, versions))} of "
+            f"the cost counting (`mopd_mini.cost.COUNT_VERSION`: it also counts the GRPO steps that train nothing), with "
+            f"the re-check's own teachers: their teachers' share of the pipeline is {teachers(moved[0]):.2e} FLOPs against "
+            f"{teachers('mopd_pg'):.2e} for the other rows, whose teachers the code before that version counted. Their "
             f"stage columns count the same things as the others'; their whole-pipeline FLOPs are not comparable with "
             f"the other rows' to that difference. Their wall seconds were measured on {block['machine']['cpu']} in "
             f"slices, the others' on {rep['machine']['cpu']}: compare their FLOPs, not their seconds.", ""]
