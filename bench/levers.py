@@ -35,7 +35,7 @@ def variants():
     return {"all on": [],
             "prefill once off (two passes, train/eval toggles)": [(distill, "prefill_reusable", never), (grpo, "prefill_reusable", never)],
             "fused AdamW off (plain AdamW)": [(distill, "adamw", plain_adamw), (grpo, "adamw", plain_adamw)],
-            "merged teacher weights off (low-rank routed pass)": [(routing, "MERGED_LIMIT", -1)]}
+            "folded teacher weights off (low-rank routed pass)": [(routing, "FOLDED_LIMIT", -1)]}
 
 
 def main(argv=None, write: bool = True) -> dict:

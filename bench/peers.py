@@ -10,7 +10,7 @@ memory of several teachers held as LoRA adapters on one base against teachers he
 What is compared (tiny default, fp32, 2 torch threads, 4 new tokens, temperature 1, no truncation):
   * one teacher (binding), batch 8 and 16: `train_student` with loss "kl" (the exact full-vocabulary
     reverse KL, which is what TRL minimises at beta = 1) against `DistillationTrainer` with the
-    teacher as a separate model (a merged copy of base + teacher LoRA: how TRL holds a teacher), the
+    teacher as a separate model (a folded copy of base + teacher LoRA: how TRL holds a teacher), the
     same student LoRA (r 16, alpha 32, all linear layers, the same initial A), the same prompts
     in the same order, lr 1e-3 constant, grad clip 1, no activation checkpointing, no evaluation,
     metrics logged every step on both sides. A step's time is the time between consecutive logged
@@ -27,7 +27,7 @@ What is compared (tiny default, fp32, 2 torch threads, 4 new tokens, temperature
     smaller updates instead of one), so the ratio is of cost per 16 routed rows, not of learning.
   * memory (Qwen3-1.7B architecture, random weights, CPU, bf16): two teachers + student as this
     library holds them (one base, three LoRA adapters) against the same MOPD step with each teacher
-    a separate model (a merged copy of the base, as TRL and verl hold teachers), each configuration
+    a separate model (a folded copy of the base, as TRL and verl hold teachers), each configuration
     in a fresh subprocess, peak resident memory of the whole process (getrusage ru_maxrss).
 """
 
@@ -69,7 +69,7 @@ def load_avg() -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# a teacher as a separate model: the base with the teacher's LoRA merged in (TRL's, verl's way)
+# a teacher as a separate model: the base with the teacher's LoRA folded in (TRL's, verl's way)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -256,13 +256,13 @@ def add_repetition(res: dict, lib: dict, trl: dict, what: str) -> None:
 PASSES = {"prefill": "the student's prompt prefill, no grad (TRL's generation)",
           "train": "the student's forward + backward + AdamW over prompt + completion (both)",
           "routed": "the teacher as a routed LoRA pass (this library)",
-          "merged": "the teacher as a merged model (TRL)"}
+          "merged": "the teacher as a folded model (TRL)"}
 
 
 def ceiling(bank, batch: int, reps: int) -> dict:
     """Each pass of the two one-teacher steps timed alone on one batch (interleaved, medians, both
     clocks), and what TRL's step / this library's would be if decoding and every per-call cost were
-    free on both sides: TRL runs the student's prefill to sample, the merged teacher, and the
+    free on both sides: TRL runs the student's prefill to sample, the folded teacher, and the
     training pass; this library runs the training pass (whose prompt prefill is the sampler's) and
     the routed teacher. Both teachers score the completion positions only."""
     from mopd_mini import routing
@@ -516,7 +516,7 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
                   f"time, medians of {next(iter(res['ceiling'].values()))['reps']} interleaved repetitions): TRL's step runs the student's prefill "
                   "to sample, the teacher and the training pass; this library's runs the training pass, whose prompt "
                   "prefill is the sampler's, and the teacher. If decoding and every per-call cost were free on both "
-                  "sides, TRL's step / this library's would be (prefill + merged teacher + training pass) / (training "
+                  "sides, TRL's step / this library's would be (prefill + folded teacher + training pass) / (training "
                   "pass + routed teacher):", "",
                   "| batch | " + " | ".join(PASSES.values()) + " | ceiling: TRL / this library |",
                   "| --- | " + " | ".join("---" for _ in PASSES) + " | --- |"]
@@ -556,7 +556,7 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
     lines += ["**What is and is not comparable.** One teacher: the same work on both sides (one sampled completion "
               "per prompt, the teacher's full distribution over the completion, the exact reverse KL, one AdamW "
               "step on a LoRA student); TRL holds its teacher as a separate model, this library as a LoRA adapter "
-              "on the student's base, so the teacher's forward is a merged model there and a routed LoRA pass "
+              "on the student's base, so the teacher's forward is a folded model there and a routed LoRA pass "
               "here. Two teachers: TRL 1.16's DistillationTrainer takes one teacher; routing each prompt to its "
               "domain's teacher needs either user code or one trainer per teacher. The row above runs one trainer "
               "per teacher on a shared student, stepped one after the other: it does two generations, two teacher "
@@ -572,7 +572,7 @@ def report_memory(res: dict, args, argv) -> tuple[str, dict]:
                           + where, "bench.peers", argv=argv)]
     lines += ["", "Two teachers and a student at Qwen3-1.7B's size: here the teachers are LoRA adapters on the "
               "student's own base (one 3.4 GB bf16 base, three adapters); there each teacher is a separate model "
-              "(the base with that teacher's update merged in, as TRL and verl hold teachers). The student's step is "
+              "(the base with that teacher's update folded in, as TRL and verl hold teachers). The student's step is "
               "the same on both sides: sample, score with the routed teachers (here) or each teacher model (there), "
               "train. The figure is the peak resident memory of the whole process, loading included, each "
               "configuration in a fresh process. **The allocator matters on a CPU:** with glibc's default, a "
@@ -608,7 +608,7 @@ def report_memory(res: dict, args, argv) -> tuple[str, dict]:
                   "| --- | --- | --- | --- |",
                   f"| LoRA adapters on the student's base (this library) | {gb(s['peak_rss'])} | {s['wall']:.0f} s | "
                   f"{'(projected)' if 'projected_from' in m else m['load'][0] + ' -> ' + m['load'][1]} |",
-                  f"| separate models (a merged copy of the base each, as TRL and verl hold them) | {gb(p['peak_rss'])} "
+                  f"| separate models (a folded copy of the base each, as TRL and verl hold them) | {gb(p['peak_rss'])} "
                   f"| {p['wall']:.0f} s | {'(projected)' if 'projected_from' in m else m['load'][1] + ' -> ' + m['load'][2]} |", "",
                   f"This library / separate teachers: **{m['ratio']:.2f}x**" + (
                       f" (goal <= {GOAL_MEMORY}x: {'met' if ok else '**missed**'})." if is_goal

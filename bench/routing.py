@@ -1,8 +1,8 @@
 """Routed scoring: what it costs to send each row of a two-domain batch to its own teacher.
 
     mixed        the library's default: ONE forward, each LoRA layer adds each teacher's update to
-                 its own rows, or on a small base multiplies them by the teacher's merged weight
-                 (routing.score(mode="mixed"), routing.MERGED_LIMIT)
+                 its own rows, or on a small base multiplies them by the teacher's folded weight
+                 (routing.score(mode="mixed"), routing.FOLDED_LIMIT)
     swap         one forward per teacher over its rows, switching the active adapter
     one teacher  the whole batch through a single teacher (both domains routed to teacher_binding):
                  the same FLOPs as the other two, so 1.0x is the limit
@@ -152,8 +152,8 @@ def main(argv=None, write: bool = True):
               "Why mixed is at the limit: at the Qwen3 size the base weights run once over all rows, and in every "
               "LoRA layer each teacher's low-rank update (A then B, with the scaling fused into one `addmm`) is "
               "added to its own contiguous slice of rows, so no activation is copied and the only extra work is "
-              "one small matmul pair per teacher per layer. At the tiny size, whose merged teacher weights take "
-              "1.3 MB a teacher (`teachers.MERGED_LIMIT`), each teacher's rows take one matmul with its merged "
+              "one small matmul pair per teacher per layer. At the tiny size, whose folded teacher weights take "
+              "1.3 MB a teacher (`routing.FOLDED_LIMIT`), each teacher's rows take one matmul with its folded "
               "weight W + s B A instead, as a separate teacher model would: the same scores up to fp32 rounding "
               "(the agreement above). `swap` pays a second pass of fixed per-forward costs and an adapter "
               "switch; peft's own mixed batches gather and scatter the rows of every LoRA layer. At the Qwen3 size "

@@ -22,9 +22,9 @@ Two ways to run the teachers, with the same results (tests check this to 1e-5):
 
 "mixed" is the default: it costs one base forward whatever the number of teachers
 (docs/benchmarks.md measures it at about 1.0x scoring the whole batch with a single teacher).
-On a base small enough (`MERGED_LIMIT`: the tiny one, not Qwen3-1.7B) and in fp32 it keeps each teacher's
-merged weights W + s_t B_t A_t beside the adapter and gives each teacher's rows one matmul with
-them, so a routed teacher costs what a separate merged teacher model would (the same scores up to
+On a base small enough (`FOLDED_LIMIT`: the tiny one, not Qwen3-1.7B) and in fp32 it keeps each teacher's
+folded weights W + s_t B_t A_t beside the adapter and gives each teacher's rows one matmul with
+them, so a routed teacher costs what a separate folded teacher model would (the same scores up to
 fp32 rounding; the weights are rebuilt whenever a teacher's adapter changes).
 Each teacher's rows are a slice of the batch when they are contiguous (train_student lists its
 prompts domain by domain), so no activation is copied. Adapters that the routed pass does not
@@ -47,6 +47,11 @@ from .losses import log_softmax_at, reverse_kl
 from .rollout import Rollout, completion_logits
 
 from .config import SCORING_MODES as MODES  # noqa: E402  (one pass with per-row adapters, or one per teacher)
+from . import deprecation  # noqa: E402
+
+# the old names, one release (issue 47: one meaning per word; "merge" is combining adapters, mopd_mini.merge)
+__getattr__ = deprecation.old_names(__name__, {"merged_weights": "mopd_mini.routing:folded_weights",
+                                                "MERGED_LIMIT": "mopd_mini.routing:FOLDED_LIMIT"})
 
 
 @dataclass
@@ -100,20 +105,20 @@ def row_groups(names: list[str], device=None) -> list[tuple[str, slice | Tensor]
     return groups
 
 
-def _routed_lora_forward(layer: LoraLayer, groups, merged: dict | None, x: Tensor, *args, **kwargs) -> Tensor:
+def _routed_lora_forward(layer: LoraLayer, groups, folded: dict | None, x: Tensor, *args, **kwargs) -> Tensor:
     """One LoRA layer in a routed pass:  y_b = W x_b + s_t B_t A_t x_b,  t = the teacher of row b.
     Same arithmetic as peft's single-adapter forward (update in the adapter's dtype, added, then
     cast back), applied to each teacher's rows only. Teachers run without dropout.
-    `merged` ({teacher: W + s_t B_t A_t} of this layer, when the bank is small enough to hold them:
-    `merged_weights`): then each teacher's rows take one matmul with its merged weight, as a
+    `folded` ({teacher: W + s_t B_t A_t} of this layer, when the bank is small enough to hold them:
+    `folded_weights`): then each teacher's rows take one matmul with its folded weight, as a
     separate teacher model would, instead of the base matmul plus the two low-rank ones."""
-    if merged is not None:
+    if folded is not None:
         bias = layer.base_layer.bias
         if len(groups) == 1:                                            # one teacher for the whole batch
-            return nn.functional.linear(x, merged[groups[0][0]], bias)
+            return nn.functional.linear(x, folded[groups[0][0]], bias)
         result = x.new_empty(x.shape[:-1] + (layer.base_layer.out_features,))
         for teacher, rows in groups:
-            result[rows] = nn.functional.linear(x[rows], merged[teacher], bias)
+            result[rows] = nn.functional.linear(x[rows], folded[teacher], bias)
         return result
     result = layer.base_layer(x, *args, **kwargs)                       # (B, T, out) W x, all rows
     for teacher, rows in groups:
@@ -164,23 +169,23 @@ def lora_layers(bank: AdapterBank) -> list:
     return cached[1]
 
 
-MERGED_LIMIT = 64 * 2**20
-"""bytes: the routed pass holds each teacher's merged weights (W + s B A of every LoRA layer) when all
+FOLDED_LIMIT = 64 * 2**20
+"""bytes: the routed pass holds each teacher's folded weights (W + s B A of every LoRA layer) when all
 of them together fit in this; the tiny base's take 1.3 MB a teacher, Qwen3-1.7B's 2.8 GB (bf16), so
 there the teachers stay low-rank updates on the one base (the point of holding them as adapters)"""
 
 
 def _full_precision(weight: Tensor) -> bool:
-    """Whether merged weights may stand in for W x + s B A x: fp32 or fp64 weights. A quantised base
+    """Whether folded weights may stand in for W x + s B A x: fp32 or fp64 weights. A quantised base
     has no W + s B A to form; in bf16 or fp16, W + s B A rounded to that dtype loses the low bits of
     the update, and the teacher's log-probs then differ from the student's own forward through the
     same adapter (noise in MOPD's advantage: bench.bf16_floor)."""
     return weight.is_floating_point() and torch.finfo(weight.dtype).bits >= 32
 
 
-def merged_weights(bank: AdapterBank, layers: list, teachers: list[str]) -> dict | None:
-    """{layer index: {teacher: W + s B A}} for the routed pass, or None when the teachers' merged
-    weights would not fit in MERGED_LIMIT. Built once and kept on the bank; a layer's entry is
+def folded_weights(bank: AdapterBank, layers: list, teachers: list[str]) -> dict | None:
+    """{layer index: {teacher: W + s B A}} for the routed pass, or None when the teachers' folded
+    weights would not fit in FOLDED_LIMIT. Built once and kept on the bank; a layer's entry is
     rebuilt when its base weight or the teacher's A or B has changed since (their version counters:
     a load, a copy or an optimizer step on the teacher each bump them)."""
     if not teachers or any(t not in layer.lora_A for layer in layers for t in teachers):
@@ -189,11 +194,11 @@ def merged_weights(bank: AdapterBank, layers: list, teachers: list[str]) -> dict
         return None               # a quantised base (packed weights), or one in bf16 / fp16 (see _full_precision)
     size = len(teachers) * sum(layer.base_layer.weight.numel() * layer.base_layer.weight.element_size()
                                for layer in layers)
-    if size > MERGED_LIMIT:
+    if size > FOLDED_LIMIT:
         return None
-    cache = getattr(bank, "_merged", None)
+    cache = getattr(bank, "_folded", None)
     if cache is None:
-        cache = bank._merged = {}     # {(layer, teacher): (the weights' versions, W + s B A)}
+        cache = bank._folded = {}     # {(layer, teacher): (the weights' versions, W + s B A)}
     out = {}
     for i, layer in enumerate(layers):
         W = layer.base_layer.weight
@@ -218,10 +223,10 @@ def routed(bank: AdapterBank, names: list[str], device=None):
         yield False
         return
     groups = row_groups(names, device)
-    merged = merged_weights(bank, layers, sorted(teachers)) if BASE not in names else None
+    folded = folded_weights(bank, layers, sorted(teachers)) if BASE not in names else None
     for i, layer in enumerate(layers):
         layer.forward = partial(_routed_lora_forward, layer, groups,
-                                None if merged is None else merged[i])   # an instance attribute...
+                                None if folded is None else folded[i])   # an instance attribute...
     try:
         yield True
     finally:

@@ -160,8 +160,8 @@ def test_objective_is_zero_when_the_student_is_the_teacher(teacher_bank, perturb
 
     self_scores = routing.score(bank, rollout, {"binding": "student", "recall": "twin"}, k=cfg.topk)
     value, info = mopd_objective(cfg, student_logits, rollout, self_scores)
-    # ~0 up to fp32 rounding: the routed pass scores with the merged weights W + s B A of the tiny
-    # base (routing.MERGED_LIMIT), the student's forward with W and B A apart
+    # ~0 up to fp32 rounding: the routed pass scores with the folded weights W + s B A of the tiny
+    # base (routing.FOLDED_LIMIT), the student's forward with W and B A apart
     assert abs(value.item()) < 5e-5
     for key in ("kl", "sampled_kl", "advantage_raw", "advantage", "loss"):
         assert info[key][mask].abs().max() < 5e-5, key

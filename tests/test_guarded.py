@@ -339,12 +339,12 @@ def test_every_override_the_export_applies_is_recorded(run, tmp_path):
 SIGTERM_SCRIPT = r"""
 import os, signal, sys
 from mopd_mini import export
-argv, real_merge = sys.argv[1:], export.merge_teacher
-def merge(*a, **k):
-    result = real_merge(*a, **k)
+argv, real_fold = sys.argv[1:], export.fold_teacher
+def fold(*a, **k):
+    result = real_fold(*a, **k)
     os.kill(os.getpid(), signal.SIGTERM)   # the binding teacher is in the staging folder
     return result
-export.write.merge_teacher = merge       # build() looks it up in its own module
+export.write.fold_teacher = fold         # build() looks it up in its own module
 export.main(argv)
 """
 

@@ -115,9 +115,9 @@ def test_load_base_quantises_every_linear_layer_on_cpu(folder, nf4, twin):
 
 def test_routed_scores_on_nf4_equal_swap_and_the_twin(nf4, twin, rollout):
     """Each row scored by its own domain's teacher: the routed pass (low-rank updates; a quantised base
-    has no merged weights) gives the swap pass's log-probs, and the twin's."""
+    has no folded weights) gives the swap pass's log-probs, and the twin's."""
     layers = routing.lora_layers(nf4)
-    assert routing.merged_weights(nf4, layers, sorted(TEACHERS.values())) is None
+    assert routing.folded_weights(nf4, layers, sorted(TEACHERS.values())) is None
     mixed = routing.score(nf4, rollout, TEACHERS, mode="mixed", k=8)
     swap = routing.score(nf4, rollout, TEACHERS, mode="swap", k=8)
     other = routing.score(twin, rollout, TEACHERS, mode="mixed", k=8)

@@ -21,10 +21,10 @@ def rollout(tiny, mixed_examples):
                   generator=torch.Generator().manual_seed(0))
 
 
-# On the tiny base the routed pass multiplies by each teacher's merged weight W + s B A
-# (routing.MERGED_LIMIT), peft by W and then by B A: the same numbers up to fp32 rounding, which
+# On the tiny base the routed pass multiplies by each teacher's folded weight W + s B A
+# (routing.FOLDED_LIMIT), peft by W and then by B A: the same numbers up to fp32 rounding, which
 # reaches 1e-5 relative on the larger logits. The low-rank routed pass matches peft to 1e-5 absolute.
-MERGED = dict(rtol=1e-5, atol=1e-5)
+FOLDED = dict(rtol=1e-5, atol=1e-5)
 
 
 def assert_scores_close(a, b, rtol=0.0):
@@ -48,28 +48,28 @@ def test_mixed_and_swap_agree(teacher_bank, rollout):
     swap = routing.score(teacher_bank, rollout, TEACHERS, mode="swap", k=8)
     assert mixed.logits.shape == rollout.completion_ids.shape + (teacher_bank.base.config.vocab_size,)
     assert mixed.topk_ids.shape == rollout.completion_ids.shape + (8,)
-    assert_scores_close(mixed, swap, rtol=MERGED["rtol"])
+    assert_scores_close(mixed, swap, rtol=FOLDED["rtol"])
 
 
 def test_the_low_rank_routed_pass_agrees_to_1e5(teacher_bank, rollout, monkeypatch):
-    """Without merged weights (a base over MERGED_LIMIT, e.g. Qwen3-1.7B's) the routed pass adds each
+    """Without folded weights (a base over FOLDED_LIMIT, e.g. Qwen3-1.7B's) the routed pass adds each
     teacher's low-rank update to the shared base matmul, and agrees with swap to 1e-5 absolute."""
-    monkeypatch.setattr(routing, "MERGED_LIMIT", -1)
-    assert routing.merged_weights(teacher_bank, routing.lora_layers(teacher_bank), sorted(TEACHERS.values())) is None
+    monkeypatch.setattr(routing, "FOLDED_LIMIT", -1)
+    assert routing.folded_weights(teacher_bank, routing.lora_layers(teacher_bank), sorted(TEACHERS.values())) is None
     mixed = routing.score(teacher_bank, rollout, TEACHERS, mode="mixed", k=8)
     swap = routing.score(teacher_bank, rollout, TEACHERS, mode="swap", k=8)
     assert_scores_close(mixed, swap)
 
 
-def test_merged_weights_follow_a_changed_teacher(teacher_bank, rollout, perturb):
-    """The merged weights are a cache: after a teacher's adapter changes (here its weights are
+def test_folded_weights_follow_a_changed_teacher(teacher_bank, rollout, perturb):
+    """The folded weights are a cache: after a teacher's adapter changes (here its weights are
     perturbed in place, as a load or an optimizer step would), routed scores follow the new adapter."""
     before = routing.score(teacher_bank, rollout, TEACHERS, mode="mixed", k=8)
     perturb(teacher_bank, "teacher_recall", seed=99)
     after = routing.score(teacher_bank, rollout, TEACHERS, mode="mixed", k=8)
     swap = routing.score(teacher_bank, rollout, TEACHERS, mode="swap", k=8)
     assert (after.logits - before.logits).abs().max() > 1e-3
-    assert_scores_close(after, swap, rtol=MERGED["rtol"])
+    assert_scores_close(after, swap, rtol=FOLDED["rtol"])
 
 
 @pytest.mark.parametrize("mode", ["mixed", "swap"])
@@ -81,7 +81,7 @@ def test_each_row_is_scored_by_its_own_teacher(teacher_bank, rollout, mode):
         assert rows
         with teacher_bank.use(teacher) as model, torch.no_grad():
             alone = completion_logits(model, rollout.rows(rows))
-        torch.testing.assert_close(routed.logits[rows], alone, **MERGED)
+        torch.testing.assert_close(routed.logits[rows], alone, **FOLDED)
 
 
 def test_sampled_logprob_and_topk_are_the_log_softmax(teacher_bank, rollout):

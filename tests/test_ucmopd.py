@@ -7,7 +7,7 @@ On the branch that added the options they were made by the trainer BEFORE the op
 AdamW: equal gradients, floats equal only to rounding; the test split re-drawn for the val split)
 moved them, so at the merge they were regenerated from the merged trainer with the options off,
 whose off path is the plain `mopd_objective` branch of `train_student`; and again when the routed
-teachers began scoring with merged weights on small bases (`routing.MERGED_LIMIT`: the same
+teachers began scoring with folded weights on small bases (`routing.FOLDED_LIMIT`: the same
 scores up to fp32 rounding). To regenerate after a deliberate change to the MOPD loop:
 
     PYTHONPATH=. python tests/test_ucmopd.py      # writes tests/data/mopd_off_reference.json

@@ -31,7 +31,7 @@ def test_copies_route_every_row_to_its_own_teacher(four):
 
 
 def test_separate_models_score_what_the_routed_adapters_score(four):
-    """The merged teacher models (W + s B A) give the routed pass's log-probs to fp32 rounding, so the
+    """The folded teacher models (W + s B A) give the routed pass's log-probs to fp32 rounding, so the
     time curve compares two ways of computing the same scores."""
     cfg = MOPDConfig.for_model("tiny", experiment=None, progress=False)
     examples, routed = copies(cfg, 4, 8)
