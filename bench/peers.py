@@ -92,14 +92,14 @@ def separate_teacher(bank, name: str, model: str = "tiny", **load_kwargs):
 
 
 def separate_scorer(models: dict):
-    """A `teachers.score` stand-in for teachers held as separate models ({domain: model}): each model
+    """A `routing.teacher_outputs` stand-in for teachers held as separate models ({domain: model}): each model
     runs over its own domain's rows (no grad), the logits are gathered into one (B, C, V) block and
     summarised as the routed scores are."""
     from mopd_mini.rollout import completion_logits
     from mopd_mini.routing import summarise
 
     @torch.no_grad()
-    def score(bank, rollout, route, mode=None, k: int = 64):
+    def teacher_outputs(bank, rollout, route, mode=None, k: int = 64):
         logits = None
         for d, teacher in models.items():
             rows = [i for i, x in enumerate(rollout.domains) if x == d]
@@ -109,7 +109,7 @@ def separate_scorer(models: dict):
             logits = part.new_empty((len(rollout.domains),) + part.shape[1:]) if logits is None else logits
             logits[rows] = part
         return summarise(logits, rollout.completion_ids, k, True)
-    return score
+    return teacher_outputs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,7 +278,7 @@ def ceiling(bank, batch: int, reps: int) -> dict:
             completion_logits(teacher, block)
 
         fns = {"prefill": lambda: steps.prefill(model), "train": lambda: steps.sft(model), "merged": merged,
-               "routed": lambda: routing.score(bank, block, cfg.route, k=cfg.topk)}
+               "routed": lambda: routing.teacher_outputs(bank, block, cfg.route, k=cfg.topk)}
         t = side_by_side(fns, reps=reps, warmup=2, before_each=steps.reset)
     out = {c: {k: t.median(k, c) for k in fns} for c in CLOCKS}
     for c, p in out.items():
@@ -340,7 +340,7 @@ def kl_agreement(bank) -> dict:
                          generator=torch.Generator().manual_seed(0))
     with bank.use("teacher_recall") as model, torch.no_grad():
         student = completion_logits(model, rollout)
-    teacher = routing.score(bank, rollout, cfg.route, k=cfg.topk).logits
+    teacher = routing.teacher_outputs(bank, rollout, cfg.route, k=cfg.topk).logits
     mask = rollout.completion_mask
     _, info = reverse_kl(student, teacher, mask)
     V = student.shape[-1]
@@ -371,13 +371,13 @@ def memory_child(kind: str, prompts: int, shrink: dict | None, checkpointing: bo
                                gradient_checkpointing=checkpointing)
     steps = Steps(bank, cfg, step_examples(cfg))
     out = {"kind": kind, "params_base": sum(p.numel() for n, p in bank.base.named_parameters() if "lora_" not in n)}
-    score = None
+    outputs = None
     if kind == "separate":
-        score = separate_scorer({d: separate_teacher(bank, f"teacher_{d}", model_name, shrink=shrink) for d in cfg.domains})
+        outputs = separate_scorer({d: separate_teacher(bank, f"teacher_{d}", model_name, shrink=shrink) for d in cfg.domains})
         for d in cfg.domains:
             bank._drop(f"teacher_{d}")              # the teachers live in their own models only
     with bank.use(cfg.student, trainable=True) as model:
-        out["step"] = steps.mopd(model, score=score)
+        out["step"] = steps.mopd(model, teacher_outputs=outputs)
     out["peak_rss"] = peak_rss_bytes()   # VmHWM: this process's own peak (ru_maxrss carries the parent's across exec)
     if DEVICE != "cpu":  # on a GPU the figure is the CUDA allocator's peak (weights, activations, caches)
         out["peak_rss"] = torch.cuda.max_memory_allocated()

@@ -2,7 +2,7 @@
 
     mixed        the library's default: ONE forward, each LoRA layer adds each teacher's update to
                  its own rows, or on a small base multiplies them by the teacher's folded weight
-                 (routing.score(mode="mixed"), routing.FOLDED_LIMIT)
+                 (routing.teacher_outputs(mode="mixed"), routing.FOLDED_LIMIT)
     swap         one forward per teacher over its rows, switching the active adapter
     one teacher  the whole batch through a single teacher (both domains routed to teacher_binding):
                  the same FLOPs as the other two, so 1.0x is the limit
@@ -11,7 +11,7 @@
                  summaries, so that only the routing differs (the speed-changes section has the
                  whole before/after)
 
-All four are `routing.score` calls on the same rollout, repetitions interleaved. Two sizes: the
+All four are `routing.teacher_outputs` calls on the same rollout, repetitions interleaved. Two sizes: the
 tiny default (16 rows) and the real Qwen3-1.7B architecture (random weights, bf16, LoRA r = 16
 on every linear layer; 4 rows, 8 completion tokens each; 4 of its 28 layers by default, its width
 and vocabulary kept, so that the 20 repetitions the +/- 0.03 reading needs fit in minutes:
@@ -70,17 +70,17 @@ def measure(size: str, reps: int, prompts_per_domain: int, threads: int, layers:
         logits = completion_logits(bank.model, rollout, adapter_names=peft_names)
         routing.summarise(logits, rollout.completion_ids, cfg.topk, True)
 
-    mixed, swap = (routing.score(bank, rollout, cfg.route, mode=m) for m in ("mixed", "swap"))
+    mixed, swap = (routing.teacher_outputs(bank, rollout, cfg.route, mode=m) for m in ("mixed", "swap"))
     agree = (mixed.logprobs - swap.logprobs).abs().max().item()  # the modes must agree, or no figure
     if bank.base.dtype == torch.float32 and agree > 1e-5:
         raise AssertionError(f"mixed and swap scoring disagree by {agree:.2e}")
-    fns = {"mixed (default)": lambda: routing.score(bank, rollout, cfg.route),
-           "swap": lambda: routing.score(bank, rollout, cfg.route, mode="swap"),
-           "one teacher": lambda: routing.score(bank, rollout, one),
+    fns = {"mixed (default)": lambda: routing.teacher_outputs(bank, rollout, cfg.route),
+           "swap": lambda: routing.teacher_outputs(bank, rollout, cfg.route, mode="swap"),
+           "one teacher": lambda: routing.teacher_outputs(bank, rollout, one),
            "peft mixed (before)": peft_mixed}
     t = side_by_side(fns, reps=reps, warmup=1)
     return {"timings": t, "shape": tuple(rollout.input_ids.shape), "threads": torch.get_num_threads(), "agree": agree,
-            "default": inspect.signature(routing.score).parameters["mode"].default, "model": model}
+            "default": inspect.signature(routing.teacher_outputs).parameters["mode"].default, "model": model}
 
 
 def table(res: dict, label: str) -> tuple[list[str], dict]:

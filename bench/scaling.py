@@ -134,9 +134,9 @@ def time_teachers(size: str, ns, batch: int, reps: int, layers: int, separate_ns
             fns[f"routed N={n}"] = (lambda s: lambda: s.mopd(model))(steps[f"routed N={n}"])
         for n in separate_ns:
             examples, routed = copies(cfg, n, batch)
-            score = separate_scorer({d: m for d, m in models.items() if d in routed.route})
+            outputs = separate_scorer({d: m for d, m in models.items() if d in routed.route})
             steps[f"separate N={n}"] = Steps(bank, routed, examples)
-            fns[f"separate N={n}"] = (lambda s, f: lambda: s.mopd(model, score=f))(steps[f"separate N={n}"], score)
+            fns[f"separate N={n}"] = (lambda s, f: lambda: s.mopd(model, teacher_outputs=f))(steps[f"separate N={n}"], outputs)
         shape = steps[f"routed N={ns[0]}"].mopd(model)["shape"]
         t = side_by_side(fns, reps=reps, warmup=1, before_each=lambda name: steps[name].reset())
     return {"timings": t, "shape": shape, "layers": layers if size != "tiny" else None}
@@ -159,16 +159,16 @@ def memory_child(kind: str, n: int, batch: int, layers: int, quick: bool = False
     cfg = config("qwen3")
     examples, routed = copies(cfg, n, batch)
     steps = Steps(bank, routed, examples)
-    score = None
+    outputs = None
     if kind == "separate":
-        score = separate_scorer(separate_models(bank, "qwen3", n, layers, quick))
+        outputs = separate_scorer(separate_models(bank, "qwen3", n, layers, quick))
         for name in teacher_names(n):
             bank._drop(name)                     # the teachers live in their own models only
     if kind == "compact":
         for name in teacher_names(n):
             bank.compact(name)                   # before the step, whose peak the RSS reads
     with bank.use(cfg.student, trainable=True) as model:
-        steps.mopd(model, score=score)
+        steps.mopd(model, teacher_outputs=outputs)
     size = lambda name: sum(p.numel() * p.element_size() for p in bank.parameters(name).values())  # noqa: E731
     return {"kind": kind, "n": n, "layers": layers, "peak_rss": peak_rss_bytes(),
             "adapter_bytes": size(cfg.student),

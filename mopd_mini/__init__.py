@@ -7,7 +7,7 @@ teacher, minimising the per-token reverse KL. The tree reads as the pipeline:
     models, tokenizer   the base (tiny, shipped; or Qwen3-1.7B)     load_base
     adapters            the LoRA bank on that base                  AdapterBank
     rollout             prompts, on-policy sampling, masks          sample, generate_answers
-    routing             routed teacher scoring                      routing.score
+    routing             the routed teachers' outputs                routing.teacher_outputs
     losses              pg_loss, topk_reverse_kl, reverse_kl        (pure tensor functions)
     grpo, distill       stage 2 (teachers) and stage 3 (MOPD)       train_teacher, train_student
     evaluation          accuracy, floors, the normalised score      evaluate, normalised_scores

@@ -186,7 +186,7 @@ class AdapterBank:
 
     def add_foreign(self, name: str, bank: "AdapterBank", adapter: str, allow_foreign: bool = False) -> None:
         """Register `adapter` of ANOTHER bank (another base) as a teacher called `name`: routing
-        (`routing.score`) then sends a domain's rows to that model. Refused when the tokenizers
+        (`routing.teacher_outputs`) then sends a domain's rows to that model. Refused when the tokenizers
         differ (always) or, unless `allow_foreign=True`, when the bases differ."""
         bank.check(adapter)
         check_adapter_name(name)

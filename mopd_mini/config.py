@@ -94,7 +94,7 @@ HOWS = ("linear", "cat", "ties", "dare_ties")
 """how `merge.merge` combines adapters: peft's factor-wise linear, the exact weighted sum (cat), ties, dare_ties"""
 TEACHER_OF = "teacher_{}"  # the adapter name of domain d's teacher
 SCORING_MODES = ("mixed", "swap")
-"""how the routed teachers score a batch (`routing.score`): one pass with per-row adapters, or one pass per teacher"""
+"""how the routed teachers score a batch (`routing.teacher_outputs`): one pass with per-row adapters, or one pass per teacher"""
 
 
 # ---------------------------------------------------------------------------------------------

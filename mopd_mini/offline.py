@@ -254,7 +254,7 @@ def train_offline(bank: AdapterBank, cfg: config.OfflineConfig, data: Collected 
                            [data.completions[i] for i in rows])
             row = {"step": step, "epoch": (step - 1) * cfg.batch_size / len(kept)}
             if cfg.loss == "soft":   # the routed teachers prefill the batch (no grad), as MOPD's scoring
-                teacher_logits = routing.score(bank, rollout, cfg.route, k=1).logits
+                teacher_logits = routing.teacher_outputs(bank, rollout, cfg.route, k=1).logits
                 row["cost/teacher_prefill_tokens"] = cost.forward_tokens(rollout)
             model.train()
             logits = completion_logits(model, rollout)                       # (B, C, V)

@@ -1,4 +1,4 @@
-"""Routed teacher scoring: every completion is scored by ITS OWN domain's teacher.
+"""The routed teachers' outputs: every completion is prefilled by ITS OWN domain's teacher.
 
 The student sampled a completion y for a prompt x of domain d; the teacher of d prefills x + y
 (one forward, no sampling) and returns, at each completion position t:
@@ -49,13 +49,16 @@ from .rollout import Rollout, completion_logits
 from .config import SCORING_MODES as MODES  # noqa: E402  (one pass with per-row adapters, or one per teacher)
 from . import deprecation  # noqa: E402
 
-# the old names, one release (issue 47: one meaning per word; "merge" is combining adapters, mopd_mini.merge)
+# the old names, one release (issue 47: one meaning per word; "merge" is combining adapters, mopd_mini.merge;
+# "score" is grading an answer, factworld.score)
 __getattr__ = deprecation.old_names(__name__, {"merged_weights": "mopd_mini.routing:folded_weights",
-                                                "MERGED_LIMIT": "mopd_mini.routing:FOLDED_LIMIT"})
+                                                "MERGED_LIMIT": "mopd_mini.routing:FOLDED_LIMIT",
+                                                "score": "mopd_mini.routing:teacher_outputs",
+                                                "TeacherScores": "mopd_mini.routing:TeacherOutputs"})
 
 
 @dataclass
-class TeacherScores:
+class TeacherOutputs:
     """What the routed teachers said about one rollout."""
 
     logprobs: Tensor             # (B, C)    log pi_T(y_t)
@@ -76,7 +79,7 @@ def route_names(bank: AdapterBank, rollout: Rollout, route: dict[str, str]) -> l
     return [route[d] for d in rollout.domains]
 
 
-def summarise(logits: Tensor, ids: Tensor, k: int, full: bool) -> TeacherScores:
+def summarise(logits: Tensor, ids: Tensor, k: int, full: bool) -> TeacherOutputs:
     """Sampled-token log-probs and top-k from (B, C, V) logits, without a (B, C, V) log-softmax
     or fp32 copy: log_softmax_at works a chunk of rows at a time."""
     V = logits.shape[-1]
@@ -84,7 +87,7 @@ def summarise(logits: Tensor, ids: Tensor, k: int, full: bool) -> TeacherScores:
         raise ValueError(f"top-k k must be between 1 and the vocabulary size {V}, got {k}")
     top_ids = logits.topk(k, dim=-1).indices                            # (B, C, k)
     logp = log_softmax_at(logits, torch.cat([ids[..., None], top_ids], -1))  # (B, C, 1 + k), fp32
-    return TeacherScores(logp[..., 0], top_ids, logp[..., 1:], logits if full else None)
+    return TeacherOutputs(logp[..., 0], top_ids, logp[..., 1:], logits if full else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,9 +238,10 @@ def routed(bank: AdapterBank, names: list[str], device=None):
 
 
 @torch.no_grad()
-def score(bank: AdapterBank, rollout: Rollout, route: dict[str, str], *, mode: str = "mixed",
-          k: int = 64, full: bool = True) -> TeacherScores:
-    """Score each completion with the teacher its domain is routed to (`route`: domain -> adapter)."""
+def teacher_outputs(bank: AdapterBank, rollout: Rollout, route: dict[str, str], *, mode: str = "mixed",
+                    k: int = 64, full: bool = True) -> TeacherOutputs:
+    """What the teacher each completion's domain is routed to (`route`: domain -> adapter) says about it:
+    its log-probs of the sampled tokens, its top-k and (`full`) its logits."""
     if mode not in MODES:
         raise ValueError(f"unknown scoring mode {mode!r}; valid modes: {MODES}")
     names = route_names(bank, rollout, route)
@@ -297,7 +301,7 @@ def kl_on_samples(bank: AdapterBank, rollout: Rollout, student: str, teachers: l
         student_logits = completion_logits(model, rollout)                   # (B, C, V)
     out = {}
     for name in teachers:
-        t = score(bank, rollout, {d: name for d in set(rollout.domains)}, k=1)
+        t = teacher_outputs(bank, rollout, {d: name for d in set(rollout.domains)}, k=1)
         _, info = reverse_kl(student_logits, t.logits, rollout.completion_mask)
         out[name] = (info["kl"].sum() / rollout.completion_mask.sum()).item()
     return out

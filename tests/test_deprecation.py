@@ -8,6 +8,8 @@ import pytest
 RENAMED = [
     ("mopd_mini.routing", "merged_weights", "mopd_mini.routing", "folded_weights"),
     ("mopd_mini.routing", "MERGED_LIMIT", "mopd_mini.routing", "FOLDED_LIMIT"),
+    ("mopd_mini.routing", "score", "mopd_mini.routing", "teacher_outputs"),
+    ("mopd_mini.routing", "TeacherScores", "mopd_mini.routing", "TeacherOutputs"),
     ("mopd_mini.export", "merge_teacher", "mopd_mini.export.fold", "fold_teacher"),
     ("mopd_mini.export.fold", "merge_teacher", "mopd_mini.export.fold", "fold_teacher"),
 ]

@@ -175,8 +175,8 @@ def cases(tiny, examples):
         (lambda: losses.topk_reverse_kl(z, z.long(), z, mask, support="no"), r"support='no' is not a bool"),
         (lambda: cost.flops({}, N=1.5, n=2), r"cost.flops: N=1.5 is not an int"),
         # the modules the notebooks import (course_modules): routing, merge, plots, views, evidence, regimes, ...
-        (lambda: routing.score(bank, rollout, {"binding": "teacher_binding"}, k="8"), r"routing.score: k='8' is not an int"),
-        (lambda: routing.score(bank, rollout, "teacher_binding"), r"routing.score: route='teacher_binding' is not a dict"),
+        (lambda: routing.teacher_outputs(bank, rollout, {"binding": "teacher_binding"}, k="8"), r"routing.teacher_outputs: k='8' is not an int"),
+        (lambda: routing.teacher_outputs(bank, rollout, "teacher_binding"), r"routing.teacher_outputs: route='teacher_binding' is not a dict"),
         (lambda: merge.merge(bank, "m", {"teacher_binding": 1.0}, how=3), r"merge.merge: how=3 is not a str"),
         (lambda: merge.merge_sweep(bank, [(1.0, "0")], ("a", "b")), r"merge.merge_sweep: weights=\[\(1.0, '0'\)\] is not a list"),
         (lambda: plots.save(None, 3), r"plots.save: name=3 is not a str"),

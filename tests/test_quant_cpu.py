@@ -118,9 +118,9 @@ def test_routed_scores_on_nf4_equal_swap_and_the_twin(nf4, twin, rollout):
     has no folded weights) gives the swap pass's log-probs, and the twin's."""
     layers = routing.lora_layers(nf4)
     assert routing.folded_weights(nf4, layers, sorted(TEACHERS.values())) is None
-    mixed = routing.score(nf4, rollout, TEACHERS, mode="mixed", k=8)
-    swap = routing.score(nf4, rollout, TEACHERS, mode="swap", k=8)
-    other = routing.score(twin, rollout, TEACHERS, mode="mixed", k=8)
+    mixed = routing.teacher_outputs(nf4, rollout, TEACHERS, mode="mixed", k=8)
+    swap = routing.teacher_outputs(nf4, rollout, TEACHERS, mode="swap", k=8)
+    other = routing.teacher_outputs(twin, rollout, TEACHERS, mode="mixed", k=8)
     mask = rollout.completion_mask.bool()
     torch.testing.assert_close(mixed.logprobs[mask], swap.logprobs[mask], rtol=0, atol=LOGIT_ATOL)
     torch.testing.assert_close(mixed.logprobs[mask], other.logprobs[mask], rtol=0, atol=LOGIT_ATOL)
@@ -144,7 +144,7 @@ def test_adapter_gradients_on_nf4_equal_the_twins_in_every_layer(nf4, twin, roll
     """Every MOPD loss's gradient into every adapter tensor of the student (layer 0's too, which is
     reached only through the layers above and their frozen 4-bit weights) equals the twin's."""
     part = rollout.rows(rows)
-    teacher = routing.score(twin, part, TEACHERS, k=8)
+    teacher = routing.teacher_outputs(twin, part, TEACHERS, k=8)
     for loss_name in LOSSES:
         g4, g32 = _grads(nf4, part, loss_name, teacher), _grads(twin, part, loss_name, teacher)
         assert any("layers.0." in n for n in g4) and set(g4) == set(g32)

@@ -181,7 +181,7 @@ def test_routed_scoring_and_the_three_losses_at_the_real_vocabulary(qwen_bank):
     with bank.use("student") as model:
         rollout = sample(model, bank.tokenizer, examples, max_new_tokens=4, generator=torch.Generator().manual_seed(1))
     mask = rollout.completion_mask
-    teacher = routing.score(bank, rollout, TEACHERS, mode="mixed", k=64)
+    teacher = routing.teacher_outputs(bank, rollout, TEACHERS, mode="mixed", k=64)
     assert teacher.logits.shape == (4, mask.shape[1], 151_936)
     ids = rollout.completion_ids
     for b, ex in enumerate(examples):  # each row scored by its own domain's teacher alone

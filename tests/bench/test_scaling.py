@@ -37,7 +37,7 @@ def test_separate_models_score_what_the_routed_adapters_score(four):
     examples, routed = copies(cfg, 4, 8)
     with four.use(routed.student) as model:
         rollout = sample(model, four.tokenizer, examples, max_new_tokens=4, generator=torch.Generator().manual_seed(0))
-    routed_scores = routing.score(four, rollout, routed.route, k=8)
+    routed_scores = routing.teacher_outputs(four, rollout, routed.route, k=8)
     separate = separate_scorer(separate_models(four, "tiny", 4, 0))(four, rollout, routed.route, k=8)
     mask = rollout.completion_mask.bool()
     assert (routed_scores.logprobs[mask] - separate.logprobs[mask]).abs().max() < 5e-5
