@@ -2,7 +2,7 @@
 docs/benchmarks.md, each its own section (`python -m tools.run_all` runs them all: `make bench`).
 
     step_vs_sft      one MOPD step vs one SFT step, tiny default
-    trainer_step     the trainers' own step time (train_student, train_teacher), as they run it
+    trainer_step     the trainers' own step time (train_student, train_grpo), as they run it
     levers           the trainers' speed levers, each switched off in turn
     loss_step        one MOPD step per loss, against the exact reverse KL's
     loss_memory      naive fp32 reverse KL vs chunked reverse_kl vs topk_reverse_kl at V = 151,936

@@ -39,14 +39,14 @@ def variants():
 
 
 def main(argv=None, write: bool = True) -> dict:
-    from mopd_mini import GRPOConfig, MOPDConfig, train_student, train_teacher
+    from mopd_mini import GRPOConfig, MOPDConfig, train_grpo, train_student
 
     args = step_bench_args(__doc__.split("\n")[0], argv)
     bank = make_bank("tiny")
     common = dict(steps=args.steps, eval_every=0, experiment=None, progress=False)
     trainers = {"MOPD (train_student)": lambda: train_student(bank, MOPDConfig.for_model("tiny", track_steps=(), **common)),
-                "GRPO (train_teacher)": lambda: train_teacher(bank, GRPOConfig.for_model("tiny", domain="binding",
-                                                                                         name="bench_grpo", **common))}
+                "GRPO (train_grpo)": lambda: train_grpo(bank, GRPOConfig.for_model("tiny", domain="binding",
+                                                                                      name="bench_grpo", **common))}
     names = list(variants())
     times = {t: {v: [] for v in names} for t in trainers}
     load = ["{:.1f}".format(os.getloadavg()[0])]

@@ -24,7 +24,7 @@ the spread over repetitions is stated with every ratio.
    `generate`'s `min_new_tokens` on TRL's side): this library's `train_student` step against TRL's
    DistillationTrainer (`bench.peers.compare_one_teacher`), MOPD's step against an SFT step on
    C-token targets, and the sampler's cost per token against transformers' `generate`.
-3. **Batch.** Each trainer's own step (train_student, train_teacher, train_offline on gold answers),
+3. **Batch.** Each trainer's own step (train_student, train_grpo, train_offline on gold answers),
    timed between its logged steps, per sample of the batch.
 """
 
@@ -505,7 +505,7 @@ def report_length(res: dict, args, argv) -> tuple[str, dict, dict]:
 
 
 def batch_curve(args) -> dict:
-    from mopd_mini import GRPOConfig, MOPDConfig, train_student, train_teacher
+    from mopd_mini import GRPOConfig, MOPDConfig, train_grpo, train_student
     from mopd_mini.config import OfflineConfig
     from mopd_mini.offline import Collected, train_offline
 
@@ -525,7 +525,7 @@ def batch_curve(args) -> dict:
         examples = step_examples(mopd, 1) * 4
         gold = Collected(examples, [tok(e.answer, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
                                     for e in examples], [1.0] * len(examples))
-        runs = {"MOPD": lambda: train_student(bank, mopd), "GRPO": lambda: train_teacher(bank, grpo),
+        runs = {"MOPD": lambda: train_student(bank, mopd), "GRPO": lambda: train_grpo(bank, grpo),
                 "SFT": lambda: train_offline(bank, sft, gold)}
         for k in runs:
             res[k][B] = []
@@ -542,7 +542,7 @@ def report_batch(res: dict, args, argv) -> tuple[str, dict, dict]:
     Bs = res["B"]
     lines = [section_head("How the cost grows with the batch", "bench.scaling", argv=argv), "",
              "Each trainer's own step on the tiny model (train_student: MOPD over both domains, B / 2 prompts "
-             "each; train_teacher: GRPO on binding, B / 8 prompts x 8 samples; train_offline: SFT on gold "
+             "each; train_grpo: GRPO on binding, B / 8 prompts x 8 samples; train_offline: SFT on gold "
              "answers, batch B), timed between logged steps (evaluation off, runs in memory, one torch thread, CPU "
              "time), per sample of the batch. Medians over the steps of alternated runs.", "",
              "| B | MOPD per sample | GRPO per sample | SFT per sample | MOPD / SFT | GRPO / SFT |",

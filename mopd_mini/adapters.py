@@ -46,7 +46,7 @@ from .validate import guarded_methods
 
 BASE = "base"  # the name that means "adapters disabled"
 ORIGIN_FILE = "mopd_mini.json"
-ROLES = {"teacher": "a GRPO adapter (train_teacher: a teacher, Mix-RL or a cascade)",
+ROLES = {"teacher": "a GRPO adapter (train_grpo: a teacher, Mix-RL or a cascade)",
          "student": "an MOPD student (train_student)",
          "offline": "an offline student (train_offline: RFT or soft labels)",
          "merge": "a merged adapter (merge.merge)",

@@ -2,7 +2,7 @@
 
     MOPDConfig     stage 3, the MOPD student (distill.train_student); its UCMOPD options
                    GoldenGain and Endorsement (ucmopd has their maths)
-    GRPOConfig     stage 2, a teacher; Mix-RL and Cascade RL (grpo.train_teacher)
+    GRPOConfig     stage 2, a teacher; Mix-RL and Cascade RL (grpo.train_grpo)
     OfflineConfig  the offline baselines, RFT and soft labels (offline.train_offline)
 
 Each is a plain dataclass: the string under a field is its documentation (and the command line's

@@ -329,7 +329,7 @@ def train_student(bank: AdapterBank, cfg: config.MOPDConfig) -> Run:
         raise ValueError(f"topk={cfg.topk} exceeds the vocabulary of {vocab} tokens; pick topk <= {vocab}")
     for teacher in cfg.route.values():
         if not bank.is_teacher(teacher):
-            raise ValueError(f"the bank has no {teacher!r}; train it (train_teacher) or load it "
+            raise ValueError(f"the bank has no {teacher!r}; train it (train_grpo) or load it "
                              f"(bank.load) first. The bank holds: {bank.names}, foreign: {list(bank.foreign)}")
     if cfg.init_from is not None and cfg.init_from == cfg.student:
         raise ValueError(f"init_from={cfg.init_from!r} is the student being trained; start from another adapter")

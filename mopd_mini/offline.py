@@ -169,7 +169,7 @@ def collect(bank: AdapterBank, cfg: config.OfflineConfig) -> Collected:
     domains = get_domains(cfg.domains)
     for teacher in cfg.route.values():
         if teacher not in bank.names:
-            raise ValueError(f"the bank has no {teacher!r}; train it (train_teacher) or load it "
+            raise ValueError(f"the bank has no {teacher!r}; train it (train_grpo) or load it "
                              f"(bank.load) first. The bank holds: {bank.names}")
     path = None if cfg.experiment is None else runs.RUNS_DIR / cfg.experiment / "collect" / f"{_collect_key(bank, cfg)}.json"
     if path is not None and path.exists():

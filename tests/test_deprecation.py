@@ -10,6 +10,8 @@ RENAMED = [
     ("mopd_mini.routing", "MERGED_LIMIT", "mopd_mini.routing", "FOLDED_LIMIT"),
     ("mopd_mini.routing", "score", "mopd_mini.routing", "teacher_outputs"),
     ("mopd_mini.routing", "TeacherScores", "mopd_mini.routing", "TeacherOutputs"),
+    ("mopd_mini.grpo", "train_teacher", "mopd_mini.grpo", "train_grpo"),
+    ("mopd_mini", "train_teacher", "mopd_mini.grpo", "train_grpo"),
     ("mopd_mini.export", "merge_teacher", "mopd_mini.export.fold", "fold_teacher"),
     ("mopd_mini.export.fold", "merge_teacher", "mopd_mini.export.fold", "fold_teacher"),
 ]
@@ -24,6 +26,16 @@ def test_an_old_name_warns_and_gives_the_new_object(module, old, home, new):
     assert old not in vars(mod)          # only the deprecation path gives it
 
 
-def test_a_name_never_defined_is_still_an_attribute_error():
-    with pytest.raises(AttributeError, match="has no attribute 'Nothing'"):
-        importlib.import_module("mopd_mini.routing").Nothing
+@pytest.mark.parametrize("module", sorted({m for m, *_ in RENAMED}))
+def test_a_name_never_defined_is_still_an_attribute_error(module):
+    with pytest.raises(AttributeError, match=f"module '{module}' has no attribute 'Nothing'"):
+        importlib.import_module(module).Nothing
+
+
+def test_the_package_still_gives_the_new_names_without_a_warning():
+    import warnings
+    import mopd_mini
+    from mopd_mini import grpo
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        assert mopd_mini.train_grpo is grpo.train_grpo and "train_grpo" in mopd_mini.__all__

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 import factworld
-from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, load_base, routing, train_student, train_teacher
+from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, load_base, routing, train_grpo, train_student
 from mopd_mini import tokenizer as tokenizers
 from mopd_mini.distill import LOSSES, mopd_objective
 from mopd_mini.models import QWEN3_RANDOM
@@ -171,14 +171,14 @@ def test_one_mopd_step_per_loss_on_the_nf4_base(nf4, loss):
 
 
 def test_one_grpo_step_on_the_nf4_base(nf4, monkeypatch):
-    """train_teacher runs one GRPO step on the NF4 base and updates its adapter (rewards forced to
+    """train_grpo runs one GRPO step on the NF4 base and updates its adapter (rewards forced to
     differ within each group, since a random model never answers right)."""
     from mopd_mini.rollout import Rollout
 
     monkeypatch.setattr(Rollout, "rewards", lambda self, tok: torch.arange(len(self.examples)).remainder(2).float())
     cfg = GRPOConfig.for_model("qwen3", domain="recall", steps=1, prompts_per_step=1, group_size=2, eval_every=0,
                                experiment=None, progress=False, name="nf4_grpo")
-    row = train_teacher(nf4, cfg).metrics[0]
+    row = train_grpo(nf4, cfg).metrics[0]
     assert row["groups_kept"] == 1.0 and math.isfinite(row["loss"])
     assert any(p.abs().sum() > 0 for n, p in nf4.parameters("nf4_grpo").items() if "lora_B" in n)
 

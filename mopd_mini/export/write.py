@@ -141,7 +141,7 @@ def tiny_run(work: Path, experiment: str = "verl-tiny") -> Path:
     nothing; its folders are a real course run's (what `make check-verl` and the export's tests use)."""
     from ..distill import train_student
     from ..config import GRPOConfig
-    from ..grpo import train_teacher
+    from ..grpo import train_grpo
 
     work.mkdir(parents=True, exist_ok=True)
     here = os.getcwd()
@@ -150,7 +150,7 @@ def tiny_run(work: Path, experiment: str = "verl-tiny") -> Path:
         bank = AdapterBank(*load_base("tiny", device="cpu"))
         small = dict(experiment=experiment, eval_every=0, progress=False, checkpoint_every=100)
         for domain in ("binding", "recall"):
-            train_teacher(bank, GRPOConfig(domain=domain, steps=2, prompts_per_step=4, group_size=4, **small))
+            train_grpo(bank, GRPOConfig(domain=domain, steps=2, prompts_per_step=4, group_size=4, **small))
         train_student(bank, MOPDConfig(steps=2, prompts_per_domain=4, topk=8, track_steps=(), eval_n=8, **small))
     finally:
         os.chdir(here)
