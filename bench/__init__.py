@@ -2,11 +2,11 @@
 docs/benchmarks.md, each its own section (`python -m tools.run_all` runs them all: `make bench`).
 
     step_vs_sft      one MOPD step vs one SFT step, tiny default
-    trainer_step     the trainers' own step time (train_student, train_teacher), as they run it
+    trainer_step     the trainers' own step time (train_student, train_grpo), as they run it
     levers           the trainers' speed levers, each switched off in turn
     loss_step        one MOPD step per loss, against the exact reverse KL's
     loss_memory      naive fp32 reverse KL vs chunked reverse_kl vs topk_reverse_kl at V = 151,936
-    routing          routed teacher scoring: mixed vs swap vs one teacher, tiny and Qwen3-1.7B size
+    routing          the routed teachers' outputs: mixed vs swap vs one teacher, tiny and Qwen3-1.7B size
     peers            this library against TRL's DistillationTrainer: step time, same KL; memory of teachers
     scaling          how the cost grows: N teachers on one base, longer completions, bigger batches
     stuck_gradient   the stuck student on one categorical: each loss's gradient norm

@@ -2,7 +2,7 @@
 
 MOPD's signal is a difference of two log-probabilities of the same token, A_t = log pi_T(y_t) -
 log pi_S(y_t), and late in a run the per-token reverse KL is 0.01-0.07 nats (docs/results.md). The
-teacher's log-probs come from its routed pass (`routing.score`, mixed or swap: one forward over
+teacher's log-probs come from its routed pass (`routing.teacher_outputs`, mixed or swap: one forward over
 prompt + completion), the student's from its training forward (`completion_logits`: on the
 sampler's own prompt prefill when the trainer reuses it, `rollout.prefill_reusable`, else a
 whole forward in train mode), and the sampler's from its decode steps. In bf16 those are different
@@ -84,7 +84,7 @@ def _measure(bank, cfg, checkpointing: bool, allow_reuse: bool) -> dict:
         rollout = sample(model, bank.tokenizer, step_examples(cfg), temperature=cfg.temperature,
                          max_new_tokens=cfg.max_new_tokens, generator=torch.Generator().manual_seed(0),
                          grad_prefill=reuse)
-        scores = {m: routing.score(bank, rollout, cfg.route, mode=m, k=cfg.topk) for m in ("mixed", "swap")}
+        scores = {m: routing.teacher_outputs(bank, rollout, cfg.route, mode=m, k=cfg.topk) for m in ("mixed", "swap")}
 
         def objective(teacher):
             with train_mode(model, enabled=not reuse):
@@ -132,7 +132,7 @@ def cost_of_the_fix(bank, cfg) -> dict:
             def step():
                 r = sample(model, bank.tokenizer, step_examples(cfg), max_new_tokens=cfg.max_new_tokens,
                            generator=torch.Generator().manual_seed(0), grad_prefill=reuse)
-                t = routing.score(bank, r, cfg.route, k=cfg.topk)
+                t = routing.teacher_outputs(bank, r, cfg.route, k=cfg.topk)
                 start = time.process_time()
                 with train_mode(model, enabled=not reuse):
                     logits = completion_logits(model, r, prefill=r.prefill)

@@ -273,7 +273,7 @@ class Steps:
     """One MOPD step and one SFT step on the same prompts, on the bank's student adapter.
 
     mopd(): exactly the body of `distill.train_student`'s loop minus logging and evaluation:
-            sample -> teachers.score -> student forward -> mopd_objective -> guarded_step (the student
+            sample -> routing.teacher_outputs -> student forward -> mopd_objective -> guarded_step (the student
             forward on the sampler's prefill where the trainer reuses it, as train_student does).
     sft():  teacher forcing on prompt + gold answer (+ EOS), right-padded to the same C columns
             as MOPD's completion budget: one student forward + backward, loss on answer tokens.
@@ -307,9 +307,9 @@ class Steps:
             self.phases.setdefault(phase, []).append(now - start)
         return now
 
-    def mopd(self, model, seed: int = 0, score=None) -> dict:
-        """`score`: what scores the rollout in place of the routed adapters (`teachers.score`'s
-        signature), e.g. separate teacher models (bench.peers.separate_scorer)."""
+    def mopd(self, model, seed: int = 0, teacher_outputs=None) -> dict:
+        """`teacher_outputs`: what gives the teachers' outputs in place of the routed adapters
+        (`routing.teacher_outputs`' signature), e.g. separate teacher models (bench.peers.separate_scorer)."""
         from mopd_mini import routing
         from mopd_mini.distill import mopd_objective
         from mopd_mini.rollout import completion_logits, sample
@@ -323,8 +323,8 @@ class Steps:
                          **({"min_new_tokens": cfg.min_new_tokens} if getattr(cfg, "min_new_tokens", 0) else {}),
                          **({"grad_prefill": True} if reuse else {}))
         t = self._tick("mopd: sample", t)
-        teacher = (score or routing.score)(bank, rollout, cfg.route, mode=cfg.scoring, k=cfg.topk)
-        t = self._tick("mopd: teachers.score", t)
+        teacher = (teacher_outputs or routing.teacher_outputs)(bank, rollout, cfg.route, mode=cfg.scoring, k=cfg.topk)
+        t = self._tick("mopd: routing.teacher_outputs", t)
         if reuse:   # the training forward over the completion only, on the sampler's grad prefill
             student_logits = completion_logits(model, rollout, prefill=rollout.prefill)
         else:

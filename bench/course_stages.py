@@ -32,7 +32,7 @@ def pretrain_record() -> str:
 
 
 def run_stages(quick: bool) -> dict:
-    from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, evaluate, load_base, train_student, train_teacher
+    from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, evaluate, load_base, train_grpo, train_student
 
     fast = dict(steps=2, eval_every=0) if quick else {}
     bank = AdapterBank(*load_base("tiny", device="cpu"))
@@ -47,7 +47,7 @@ def run_stages(quick: bool) -> dict:
 
     for d in ("binding", "recall"):
         cfg = replace(GRPOConfig.for_model("tiny", domain=d, experiment=None, progress=False), **fast)
-        timed(f"stage 2: GRPO teacher_{d} ({cfg.steps} steps)", lambda cfg=cfg: train_teacher(bank, cfg))
+        timed(f"stage 2: GRPO teacher_{d} ({cfg.steps} steps)", lambda cfg=cfg: train_grpo(bank, cfg))
     cfg = replace(MOPDConfig.for_model("tiny", experiment=None, progress=False), **fast)
     if quick:
         cfg = replace(cfg, track_steps=(1,))

@@ -35,18 +35,18 @@ def variants():
     return {"all on": [],
             "prefill once off (two passes, train/eval toggles)": [(distill, "prefill_reusable", never), (grpo, "prefill_reusable", never)],
             "fused AdamW off (plain AdamW)": [(distill, "adamw", plain_adamw), (grpo, "adamw", plain_adamw)],
-            "merged teacher weights off (low-rank routed pass)": [(routing, "MERGED_LIMIT", -1)]}
+            "folded teacher weights off (low-rank routed pass)": [(routing, "FOLDED_LIMIT", -1)]}
 
 
 def main(argv=None, write: bool = True) -> dict:
-    from mopd_mini import GRPOConfig, MOPDConfig, train_student, train_teacher
+    from mopd_mini import GRPOConfig, MOPDConfig, train_grpo, train_student
 
     args = step_bench_args(__doc__.split("\n")[0], argv)
     bank = make_bank("tiny")
     common = dict(steps=args.steps, eval_every=0, experiment=None, progress=False)
     trainers = {"MOPD (train_student)": lambda: train_student(bank, MOPDConfig.for_model("tiny", track_steps=(), **common)),
-                "GRPO (train_teacher)": lambda: train_teacher(bank, GRPOConfig.for_model("tiny", domain="binding",
-                                                                                         name="bench_grpo", **common))}
+                "GRPO (train_grpo)": lambda: train_grpo(bank, GRPOConfig.for_model("tiny", domain="binding",
+                                                                                      name="bench_grpo", **common))}
     names = list(variants())
     times = {t: {v: [] for v in names} for t in trainers}
     load = ["{:.1f}".format(os.getloadavg()[0])]

@@ -10,7 +10,7 @@ memory of several teachers held as LoRA adapters on one base against teachers he
 What is compared (tiny default, fp32, 2 torch threads, 4 new tokens, temperature 1, no truncation):
   * one teacher (binding), batch 8 and 16: `train_student` with loss "kl" (the exact full-vocabulary
     reverse KL, which is what TRL minimises at beta = 1) against `DistillationTrainer` with the
-    teacher as a separate model (a merged copy of base + teacher LoRA: how TRL holds a teacher), the
+    teacher as a separate model (a folded copy of base + teacher LoRA: how TRL holds a teacher), the
     same student LoRA (r 16, alpha 32, all linear layers, the same initial A), the same prompts
     in the same order, lr 1e-3 constant, grad clip 1, no activation checkpointing, no evaluation,
     metrics logged every step on both sides. A step's time is the time between consecutive logged
@@ -27,7 +27,7 @@ What is compared (tiny default, fp32, 2 torch threads, 4 new tokens, temperature
     smaller updates instead of one), so the ratio is of cost per 16 routed rows, not of learning.
   * memory (Qwen3-1.7B architecture, random weights, CPU, bf16): two teachers + student as this
     library holds them (one base, three LoRA adapters) against the same MOPD step with each teacher
-    a separate model (a merged copy of the base, as TRL and verl hold teachers), each configuration
+    a separate model (a folded copy of the base, as TRL and verl hold teachers), each configuration
     in a fresh subprocess, peak resident memory of the whole process (getrusage ru_maxrss).
 """
 
@@ -69,7 +69,7 @@ def load_avg() -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# a teacher as a separate model: the base with the teacher's LoRA merged in (TRL's, verl's way)
+# a teacher as a separate model: the base with the teacher's LoRA folded in (TRL's, verl's way)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -92,14 +92,14 @@ def separate_teacher(bank, name: str, model: str = "tiny", **load_kwargs):
 
 
 def separate_scorer(models: dict):
-    """A `teachers.score` stand-in for teachers held as separate models ({domain: model}): each model
+    """A `routing.teacher_outputs` stand-in for teachers held as separate models ({domain: model}): each model
     runs over its own domain's rows (no grad), the logits are gathered into one (B, C, V) block and
     summarised as the routed scores are."""
     from mopd_mini.rollout import completion_logits
     from mopd_mini.routing import summarise
 
     @torch.no_grad()
-    def score(bank, rollout, route, mode=None, k: int = 64):
+    def teacher_outputs(bank, rollout, route, mode=None, k: int = 64):
         logits = None
         for d, teacher in models.items():
             rows = [i for i, x in enumerate(rollout.domains) if x == d]
@@ -109,7 +109,7 @@ def separate_scorer(models: dict):
             logits = part.new_empty((len(rollout.domains),) + part.shape[1:]) if logits is None else logits
             logits[rows] = part
         return summarise(logits, rollout.completion_ids, k, True)
-    return score
+    return teacher_outputs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,13 +256,13 @@ def add_repetition(res: dict, lib: dict, trl: dict, what: str) -> None:
 PASSES = {"prefill": "the student's prompt prefill, no grad (TRL's generation)",
           "train": "the student's forward + backward + AdamW over prompt + completion (both)",
           "routed": "the teacher as a routed LoRA pass (this library)",
-          "merged": "the teacher as a merged model (TRL)"}
+          "merged": "the teacher as a folded model (TRL)"}
 
 
 def ceiling(bank, batch: int, reps: int) -> dict:
     """Each pass of the two one-teacher steps timed alone on one batch (interleaved, medians, both
     clocks), and what TRL's step / this library's would be if decoding and every per-call cost were
-    free on both sides: TRL runs the student's prefill to sample, the merged teacher, and the
+    free on both sides: TRL runs the student's prefill to sample, the folded teacher, and the
     training pass; this library runs the training pass (whose prompt prefill is the sampler's) and
     the routed teacher. Both teachers score the completion positions only."""
     from mopd_mini import routing
@@ -278,7 +278,7 @@ def ceiling(bank, batch: int, reps: int) -> dict:
             completion_logits(teacher, block)
 
         fns = {"prefill": lambda: steps.prefill(model), "train": lambda: steps.sft(model), "merged": merged,
-               "routed": lambda: routing.score(bank, block, cfg.route, k=cfg.topk)}
+               "routed": lambda: routing.teacher_outputs(bank, block, cfg.route, k=cfg.topk)}
         t = side_by_side(fns, reps=reps, warmup=2, before_each=steps.reset)
     out = {c: {k: t.median(k, c) for k in fns} for c in CLOCKS}
     for c, p in out.items():
@@ -340,7 +340,7 @@ def kl_agreement(bank) -> dict:
                          generator=torch.Generator().manual_seed(0))
     with bank.use("teacher_recall") as model, torch.no_grad():
         student = completion_logits(model, rollout)
-    teacher = routing.score(bank, rollout, cfg.route, k=cfg.topk).logits
+    teacher = routing.teacher_outputs(bank, rollout, cfg.route, k=cfg.topk).logits
     mask = rollout.completion_mask
     _, info = reverse_kl(student, teacher, mask)
     V = student.shape[-1]
@@ -371,13 +371,13 @@ def memory_child(kind: str, prompts: int, shrink: dict | None, checkpointing: bo
                                gradient_checkpointing=checkpointing)
     steps = Steps(bank, cfg, step_examples(cfg))
     out = {"kind": kind, "params_base": sum(p.numel() for n, p in bank.base.named_parameters() if "lora_" not in n)}
-    score = None
+    outputs = None
     if kind == "separate":
-        score = separate_scorer({d: separate_teacher(bank, f"teacher_{d}", model_name, shrink=shrink) for d in cfg.domains})
+        outputs = separate_scorer({d: separate_teacher(bank, f"teacher_{d}", model_name, shrink=shrink) for d in cfg.domains})
         for d in cfg.domains:
             bank._drop(f"teacher_{d}")              # the teachers live in their own models only
     with bank.use(cfg.student, trainable=True) as model:
-        out["step"] = steps.mopd(model, score=score)
+        out["step"] = steps.mopd(model, teacher_outputs=outputs)
     out["peak_rss"] = peak_rss_bytes()   # VmHWM: this process's own peak (ru_maxrss carries the parent's across exec)
     if DEVICE != "cpu":  # on a GPU the figure is the CUDA allocator's peak (weights, activations, caches)
         out["peak_rss"] = torch.cuda.max_memory_allocated()
@@ -516,7 +516,7 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
                   f"time, medians of {next(iter(res['ceiling'].values()))['reps']} interleaved repetitions): TRL's step runs the student's prefill "
                   "to sample, the teacher and the training pass; this library's runs the training pass, whose prompt "
                   "prefill is the sampler's, and the teacher. If decoding and every per-call cost were free on both "
-                  "sides, TRL's step / this library's would be (prefill + merged teacher + training pass) / (training "
+                  "sides, TRL's step / this library's would be (prefill + folded teacher + training pass) / (training "
                   "pass + routed teacher):", "",
                   "| batch | " + " | ".join(PASSES.values()) + " | ceiling: TRL / this library |",
                   "| --- | " + " | ".join("---" for _ in PASSES) + " | --- |"]
@@ -556,7 +556,7 @@ def report(res: dict, args, argv) -> tuple[str, dict]:
     lines += ["**What is and is not comparable.** One teacher: the same work on both sides (one sampled completion "
               "per prompt, the teacher's full distribution over the completion, the exact reverse KL, one AdamW "
               "step on a LoRA student); TRL holds its teacher as a separate model, this library as a LoRA adapter "
-              "on the student's base, so the teacher's forward is a merged model there and a routed LoRA pass "
+              "on the student's base, so the teacher's forward is a folded model there and a routed LoRA pass "
               "here. Two teachers: TRL 1.16's DistillationTrainer takes one teacher; routing each prompt to its "
               "domain's teacher needs either user code or one trainer per teacher. The row above runs one trainer "
               "per teacher on a shared student, stepped one after the other: it does two generations, two teacher "
@@ -572,7 +572,7 @@ def report_memory(res: dict, args, argv) -> tuple[str, dict]:
                           + where, "bench.peers", argv=argv)]
     lines += ["", "Two teachers and a student at Qwen3-1.7B's size: here the teachers are LoRA adapters on the "
               "student's own base (one 3.4 GB bf16 base, three adapters); there each teacher is a separate model "
-              "(the base with that teacher's update merged in, as TRL and verl hold teachers). The student's step is "
+              "(the base with that teacher's update folded in, as TRL and verl hold teachers). The student's step is "
               "the same on both sides: sample, score with the routed teachers (here) or each teacher model (there), "
               "train. The figure is the peak resident memory of the whole process, loading included, each "
               "configuration in a fresh process. **The allocator matters on a CPU:** with glibc's default, a "
@@ -608,7 +608,7 @@ def report_memory(res: dict, args, argv) -> tuple[str, dict]:
                   "| --- | --- | --- | --- |",
                   f"| LoRA adapters on the student's base (this library) | {gb(s['peak_rss'])} | {s['wall']:.0f} s | "
                   f"{'(projected)' if 'projected_from' in m else m['load'][0] + ' -> ' + m['load'][1]} |",
-                  f"| separate models (a merged copy of the base each, as TRL and verl hold them) | {gb(p['peak_rss'])} "
+                  f"| separate models (a folded copy of the base each, as TRL and verl hold them) | {gb(p['peak_rss'])} "
                   f"| {p['wall']:.0f} s | {'(projected)' if 'projected_from' in m else m['load'][1] + ' -> ' + m['load'][2]} |", "",
                   f"This library / separate teachers: **{m['ratio']:.2f}x**" + (
                       f" (goal <= {GOAL_MEMORY}x: {'met' if ok else '**missed**'})." if is_goal

@@ -1,8 +1,8 @@
 """Routed scoring: what it costs to send each row of a two-domain batch to its own teacher.
 
     mixed        the library's default: ONE forward, each LoRA layer adds each teacher's update to
-                 its own rows, or on a small base multiplies them by the teacher's merged weight
-                 (routing.score(mode="mixed"), routing.MERGED_LIMIT)
+                 its own rows, or on a small base multiplies them by the teacher's folded weight
+                 (routing.teacher_outputs(mode="mixed"), routing.FOLDED_LIMIT)
     swap         one forward per teacher over its rows, switching the active adapter
     one teacher  the whole batch through a single teacher (both domains routed to teacher_binding):
                  the same FLOPs as the other two, so 1.0x is the limit
@@ -11,7 +11,7 @@
                  summaries, so that only the routing differs (the speed-changes section has the
                  whole before/after)
 
-All four are `routing.score` calls on the same rollout, repetitions interleaved. Two sizes: the
+All four are `routing.teacher_outputs` calls on the same rollout, repetitions interleaved. Two sizes: the
 tiny default (16 rows) and the real Qwen3-1.7B architecture (random weights, bf16, LoRA r = 16
 on every linear layer; 4 rows, 8 completion tokens each; 4 of its 28 layers by default, its width
 and vocabulary kept, so that the 20 repetitions the +/- 0.03 reading needs fit in minutes:
@@ -70,17 +70,17 @@ def measure(size: str, reps: int, prompts_per_domain: int, threads: int, layers:
         logits = completion_logits(bank.model, rollout, adapter_names=peft_names)
         routing.summarise(logits, rollout.completion_ids, cfg.topk, True)
 
-    mixed, swap = (routing.score(bank, rollout, cfg.route, mode=m) for m in ("mixed", "swap"))
+    mixed, swap = (routing.teacher_outputs(bank, rollout, cfg.route, mode=m) for m in ("mixed", "swap"))
     agree = (mixed.logprobs - swap.logprobs).abs().max().item()  # the modes must agree, or no figure
     if bank.base.dtype == torch.float32 and agree > 1e-5:
         raise AssertionError(f"mixed and swap scoring disagree by {agree:.2e}")
-    fns = {"mixed (default)": lambda: routing.score(bank, rollout, cfg.route),
-           "swap": lambda: routing.score(bank, rollout, cfg.route, mode="swap"),
-           "one teacher": lambda: routing.score(bank, rollout, one),
+    fns = {"mixed (default)": lambda: routing.teacher_outputs(bank, rollout, cfg.route),
+           "swap": lambda: routing.teacher_outputs(bank, rollout, cfg.route, mode="swap"),
+           "one teacher": lambda: routing.teacher_outputs(bank, rollout, one),
            "peft mixed (before)": peft_mixed}
     t = side_by_side(fns, reps=reps, warmup=1)
     return {"timings": t, "shape": tuple(rollout.input_ids.shape), "threads": torch.get_num_threads(), "agree": agree,
-            "default": inspect.signature(routing.score).parameters["mode"].default, "model": model}
+            "default": inspect.signature(routing.teacher_outputs).parameters["mode"].default, "model": model}
 
 
 def table(res: dict, label: str) -> tuple[list[str], dict]:
@@ -152,8 +152,8 @@ def main(argv=None, write: bool = True):
               "Why mixed is at the limit: at the Qwen3 size the base weights run once over all rows, and in every "
               "LoRA layer each teacher's low-rank update (A then B, with the scaling fused into one `addmm`) is "
               "added to its own contiguous slice of rows, so no activation is copied and the only extra work is "
-              "one small matmul pair per teacher per layer. At the tiny size, whose merged teacher weights take "
-              "1.3 MB a teacher (`teachers.MERGED_LIMIT`), each teacher's rows take one matmul with its merged "
+              "one small matmul pair per teacher per layer. At the tiny size, whose folded teacher weights take "
+              "1.3 MB a teacher (`routing.FOLDED_LIMIT`), each teacher's rows take one matmul with its folded "
               "weight W + s B A instead, as a separate teacher model would: the same scores up to fp32 rounding "
               "(the agreement above). `swap` pays a second pass of fixed per-forward costs and an adapter "
               "switch; peft's own mixed batches gather and scatter the rows of every LoRA layer. At the Qwen3 size "

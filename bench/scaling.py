@@ -13,7 +13,7 @@ the spread over repetitions is stated with every ratio.
 1. **N teachers.** N copies of binding under distinct routing tags (`bench.common.copies`), each
    routed to its own teacher adapter (random lora_B), the batch fixed (16 rows: 16 / N prompts a
    teacher): the routed MOPD step (`bench.common.Steps.mopd`, what `train_student` runs per step)
-   against the same step with N separate teacher models (the base with each teacher merged in, as
+   against the same step with N separate teacher models (the base with each teacher folded in, as
    TRL and verl hold teachers: `bench.peers.separate_scorer`). Peak memory of one step at the
    Qwen3-1.7B width and vocabulary, each configuration in its own process; N separate models that
    would not fit are projected from the measured ones, a straight line in N, and say so. The shared
@@ -24,7 +24,7 @@ the spread over repetitions is stated with every ratio.
    `generate`'s `min_new_tokens` on TRL's side): this library's `train_student` step against TRL's
    DistillationTrainer (`bench.peers.compare_one_teacher`), MOPD's step against an SFT step on
    C-token targets, and the sampler's cost per token against transformers' `generate`.
-3. **Batch.** Each trainer's own step (train_student, train_teacher, train_offline on gold answers),
+3. **Batch.** Each trainer's own step (train_student, train_grpo, train_offline on gold answers),
    timed between its logged steps, per sample of the batch.
 """
 
@@ -110,7 +110,7 @@ def bank_for(size: str, n: int, layers: int, quick: bool = False):
 
 
 def separate_models(bank, size: str, n: int, layers: int, quick: bool = False) -> dict:
-    """{routing tag: a full model with that teacher merged in} for the first n copy domains."""
+    """{routing tag: a full model with that teacher folded in} for the first n copy domains."""
     from .peers import separate_teacher
 
     model = "tiny" if size == "tiny" else QWEN3
@@ -134,9 +134,9 @@ def time_teachers(size: str, ns, batch: int, reps: int, layers: int, separate_ns
             fns[f"routed N={n}"] = (lambda s: lambda: s.mopd(model))(steps[f"routed N={n}"])
         for n in separate_ns:
             examples, routed = copies(cfg, n, batch)
-            score = separate_scorer({d: m for d, m in models.items() if d in routed.route})
+            outputs = separate_scorer({d: m for d, m in models.items() if d in routed.route})
             steps[f"separate N={n}"] = Steps(bank, routed, examples)
-            fns[f"separate N={n}"] = (lambda s, f: lambda: s.mopd(model, score=f))(steps[f"separate N={n}"], score)
+            fns[f"separate N={n}"] = (lambda s, f: lambda: s.mopd(model, teacher_outputs=f))(steps[f"separate N={n}"], outputs)
         shape = steps[f"routed N={ns[0]}"].mopd(model)["shape"]
         t = side_by_side(fns, reps=reps, warmup=1, before_each=lambda name: steps[name].reset())
     return {"timings": t, "shape": shape, "layers": layers if size != "tiny" else None}
@@ -144,13 +144,13 @@ def time_teachers(size: str, ns, batch: int, reps: int, layers: int, separate_ns
 
 MEMORY_KINDS = ("shared", "compact", "separate")
 """the memory children: the teachers as fp32 adapters on the student's base, the same compacted to the
-base's bf16 (`AdapterBank.compact`), or n separate merged models"""
+base's bf16 (`AdapterBank.compact`), or n separate folded models"""
 
 
 def memory_child(kind: str, n: int, batch: int, layers: int, quick: bool = False) -> dict:
     """One MOPD step at the Qwen3 width with n teachers: `shared` (adapters on the student's base),
     `compact` (the same, each teacher's adapter compacted to the base's bf16, as
-    `MOPDConfig.compact_teachers` does) or `separate` (n merged models); the process's peak RSS (VmHWM:
+    `MOPDConfig.compact_teachers` does) or `separate` (n folded models); the process's peak RSS (VmHWM:
     this process's own, where getrusage's ru_maxrss would carry the parent's peak across exec)."""
     from .common import peak_rss_bytes
     from .peers import separate_scorer
@@ -159,16 +159,16 @@ def memory_child(kind: str, n: int, batch: int, layers: int, quick: bool = False
     cfg = config("qwen3")
     examples, routed = copies(cfg, n, batch)
     steps = Steps(bank, routed, examples)
-    score = None
+    outputs = None
     if kind == "separate":
-        score = separate_scorer(separate_models(bank, "qwen3", n, layers, quick))
+        outputs = separate_scorer(separate_models(bank, "qwen3", n, layers, quick))
         for name in teacher_names(n):
             bank._drop(name)                     # the teachers live in their own models only
     if kind == "compact":
         for name in teacher_names(n):
             bank.compact(name)                   # before the step, whose peak the RSS reads
     with bank.use(cfg.student, trainable=True) as model:
-        steps.mopd(model, score=score)
+        steps.mopd(model, teacher_outputs=outputs)
     size = lambda name: sum(p.numel() * p.element_size() for p in bank.parameters(name).values())  # noqa: E731
     return {"kind": kind, "n": n, "layers": layers, "peak_rss": peak_rss_bytes(),
             "adapter_bytes": size(cfg.student),
@@ -232,7 +232,7 @@ def report_teachers(res: dict, args, argv) -> tuple[str, dict, dict]:
              f"N domains (copies of binding under distinct routing tags), each routed to its own teacher adapter, "
              f"a fixed batch of {res['tiny']['shape'][0]} rows ({res['tiny']['shape'][0]} / N prompts a teacher). The "
              "routed MOPD step is what `train_student` runs per step (one mixed forward scores every teacher); "
-             "beside it the same step with N separate teacher models (the base with that teacher merged in, as "
+             "beside it the same step with N separate teacher models (the base with that teacher folded in, as "
              "TRL and verl hold teachers), the student's part unchanged. Medians of interleaved repetitions "
              "(CPU time, one torch thread); ratios are medians of per-repetition ratios, the 95% t-interval "
              "half-width of their mean beside them.", ""]
@@ -362,7 +362,7 @@ def report_teachers(res: dict, args, argv) -> tuple[str, dict, dict]:
                       "`python -m bench.scaling --curve teachers --memory-only --memory-kinds compact`.")
     lines += ["",
               "Reading the time rows: at the tiny size more teachers mean more, smaller matmuls per layer (each "
-              "teacher's rows through its merged weight), a per-call cost; at the Qwen3 width a 16-row step is "
+              "teacher's rows through its folded weight), a per-call cost; at the Qwen3 width a 16-row step is "
               "about 27 s of base matmuls, and the teachers' low-rank updates are a small part of it. The Qwen3 "
               "rows have 3 repetitions each, so their intervals are wide: their medians do not grow with N, "
               "and their intervals cannot resolve a change of 0.15."]
@@ -505,7 +505,7 @@ def report_length(res: dict, args, argv) -> tuple[str, dict, dict]:
 
 
 def batch_curve(args) -> dict:
-    from mopd_mini import GRPOConfig, MOPDConfig, train_student, train_teacher
+    from mopd_mini import GRPOConfig, MOPDConfig, train_grpo, train_student
     from mopd_mini.config import OfflineConfig
     from mopd_mini.offline import Collected, train_offline
 
@@ -525,7 +525,7 @@ def batch_curve(args) -> dict:
         examples = step_examples(mopd, 1) * 4
         gold = Collected(examples, [tok(e.answer, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
                                     for e in examples], [1.0] * len(examples))
-        runs = {"MOPD": lambda: train_student(bank, mopd), "GRPO": lambda: train_teacher(bank, grpo),
+        runs = {"MOPD": lambda: train_student(bank, mopd), "GRPO": lambda: train_grpo(bank, grpo),
                 "SFT": lambda: train_offline(bank, sft, gold)}
         for k in runs:
             res[k][B] = []
@@ -542,7 +542,7 @@ def report_batch(res: dict, args, argv) -> tuple[str, dict, dict]:
     Bs = res["B"]
     lines = [section_head("How the cost grows with the batch", "bench.scaling", argv=argv), "",
              "Each trainer's own step on the tiny model (train_student: MOPD over both domains, B / 2 prompts "
-             "each; train_teacher: GRPO on binding, B / 8 prompts x 8 samples; train_offline: SFT on gold "
+             "each; train_grpo: GRPO on binding, B / 8 prompts x 8 samples; train_offline: SFT on gold "
              "answers, batch B), timed between logged steps (evaluation off, runs in memory, one torch thread, CPU "
              "time), per sample of the batch. Medians over the steps of alternated runs.", "",
              "| B | MOPD per sample | GRPO per sample | SFT per sample | MOPD / SFT | GRPO / SFT |",
@@ -630,7 +630,7 @@ def main(argv=None, write: bool = True):
                    f"the step times saved in {JSON.name}")
     p.add_argument("--memory-kinds", nargs="+", choices=MEMORY_KINDS, default=list(MEMORY_KINDS),
                    help="teachers curve: which memory rows to measure (shared: fp32 teacher adapters; compact: "
-                   "compacted to bf16; separate: merged models); with --memory-only the others stay as saved")
+                   "compacted to bf16; separate: folded models); with --memory-only the others stay as saved")
     p.add_argument("--quick", action="store_true", help="toy sizes, one repetition, nothing written (smoke test)")
     p.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     p.add_argument("--render", action="store_true", help=f"the sections and figures again from {JSON.name} "

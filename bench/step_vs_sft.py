@@ -62,7 +62,7 @@ def report(res: dict, cfg: MOPDConfig, reps: int, argv) -> tuple[str, dict]:
     r_cpu, r_wall = t.ratio("MOPD step", "SFT step"), t.ratio("MOPD step", "SFT step", "wall")
     sft = t.median("SFT step")
     fwd, bwd = ph["sft: student forward + loss"], ph["sft: backward + AdamW"]
-    prefill, teacher = t.median("student prefill"), ph["mopd: teachers.score"]
+    prefill, teacher = t.median("student prefill"), ph["mopd: routing.teacher_outputs"]
     floor = (prefill + teacher + fwd + bwd) / (fwd + bwd)
     once_free = (teacher + fwd + bwd) / (fwd + bwd)                        # prefill once, decoding free
     extra_bwd = ph["mopd: backward + AdamW"] - bwd                          # the two-part graph's backward

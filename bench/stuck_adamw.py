@@ -92,7 +92,7 @@ def main(argv=None) -> None:
             with torch.no_grad():
                 rollout = sample(model, tokenizer, examples, temperature=1.0, max_new_tokens=cfg.max_new_tokens,
                                  generator=generator)
-        teacher = routing.score(bank, rollout, cfg.route, mode=cfg.scoring, k=cfg.topk)
+        teacher = routing.teacher_outputs(bank, rollout, cfg.route, mode=cfg.scoring, k=cfg.topk)
         return rollout, teacher
 
     def logp_at(rollout, where) -> torch.Tensor:

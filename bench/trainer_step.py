@@ -1,5 +1,5 @@
 """The trainers' own step, as they run it: CPU time per step of `train_student` (MOPD) and
-`train_teacher` (GRPO), tiny default, evaluation and tracking off, runs in memory. Everything a step
+`train_grpo` (GRPO), tiny default, evaluation and tracking off, runs in memory. Everything a step
 does is in it: prompts, sampling, teacher scoring, the loss, backward and AdamW, rewards, metrics,
 logging. The clock reads at every `Run.log` (one per step); the first step is not counted.
 
@@ -48,7 +48,7 @@ def per_step(fn) -> list[float]:
 
 
 def main(argv=None) -> dict:
-    from mopd_mini import GRPOConfig, MOPDConfig, train_student, train_teacher
+    from mopd_mini import GRPOConfig, MOPDConfig, train_grpo, train_student
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=21, help="steps per run (the first is not counted)")
@@ -66,11 +66,11 @@ def main(argv=None) -> dict:
     times = {"MOPD": [], "GRPO": []}
     for _ in range(args.runs):
         times["MOPD"] += per_step(lambda: train_student(bank, mopd))
-        times["GRPO"] += per_step(lambda: train_teacher(bank, grpo))
+        times["GRPO"] += per_step(lambda: train_grpo(bank, grpo))
     out = {k: median(v) for k, v in times.items()}
     load = "{:.1f} / {:.1f} / {:.1f}".format(*os.getloadavg())
     print(f"MOPD step: {out['MOPD'] * 1000:.2f} ms (median of {len(times['MOPD'])} steps, train_student, tiny default)")
-    print(f"GRPO step: {out['GRPO'] * 1000:.2f} ms (median of {len(times['GRPO'])} steps, train_teacher, tiny default)")
+    print(f"GRPO step: {out['GRPO'] * 1000:.2f} ms (median of {len(times['GRPO'])} steps, train_grpo, tiny default)")
     print(f"load average: {load}; torch threads {torch.get_num_threads()}")
     return out
 

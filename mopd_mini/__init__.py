@@ -7,9 +7,9 @@ teacher, minimising the per-token reverse KL. The tree reads as the pipeline:
     models, tokenizer   the base (tiny, shipped; or Qwen3-1.7B)     load_base
     adapters            the LoRA bank on that base                  AdapterBank
     rollout             prompts, on-policy sampling, masks          sample, generate_answers
-    routing             routed teacher scoring                      routing.score
+    routing             the routed teachers' outputs                routing.teacher_outputs
     losses              pg_loss, topk_reverse_kl, reverse_kl        (pure tensor functions)
-    grpo, distill       stage 2 (teachers) and stage 3 (MOPD)       train_teacher, train_student
+    grpo, distill       stage 2 (teachers) and stage 3 (MOPD)       train_grpo, train_student
     evaluation          accuracy, floors, the normalised score      evaluate, normalised_scores
     offline, cost       RFT / soft-label baselines; what runs cost  train_offline, collect, cost
 
@@ -39,7 +39,7 @@ warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprec
 logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
 
 __all__ = ["load_base", "generate_answers", "sample", "AdapterBank", "LoraSettings", "BASE", "GRPOConfig",
-           "train_teacher", "MOPDConfig", "train_student", "evaluate", "normalised_scores", "format_table",
+           "train_grpo", "MOPDConfig", "train_student", "evaluate", "normalised_scores", "format_table",
            "format_scores", "Domain", "DOMAINS", "get_domains", "losses", "TINY", "QWEN3_ID", "QWEN3_RANDOM"]
 __all__ += ["OfflineConfig", "collect", "train_offline", "cost"]
 
@@ -47,7 +47,7 @@ __all__ += ["OfflineConfig", "collect", "train_offline", "cost"]
 def _load_all() -> None:
     """The package's names, all at once (the first time any is asked for)."""
     global losses, cost, BASE, AdapterBank, LoraSettings, MOPDConfig, train_student, DOMAINS, Domain
-    global get_domains, evaluate, format_scores, format_table, normalised_scores, GRPOConfig, train_teacher
+    global get_domains, evaluate, format_scores, format_table, normalised_scores, GRPOConfig, train_grpo
     global QWEN3_ID, QWEN3_RANDOM, TINY, load_base, generate_answers, sample, OfflineConfig, collect, train_offline
     from . import losses
     from .adapters import BASE, AdapterBank, LoraSettings
@@ -55,11 +55,16 @@ def _load_all() -> None:
     from .distill import train_student
     from .domains import DOMAINS, Domain, get_domains
     from .evaluation import evaluate, format_scores, format_table, normalised_scores  # the function, not the module
-    from .grpo import train_teacher
+    from .grpo import train_grpo
     from .models import QWEN3_ID, QWEN3_RANDOM, TINY, load_base
     from .rollout import generate_answers, sample
     from . import cost
     from .offline import collect, train_offline
+
+
+from . import deprecation  # noqa: E402  (torch-free)
+
+_old_names = deprecation.old_names(__name__, {"train_teacher": "mopd_mini.grpo:train_grpo"})
 
 
 def __getattr__(name: str):
@@ -70,7 +75,7 @@ def __getattr__(name: str):
     if name in __all__:
         _load_all()
         return globals()[name]
-    raise AttributeError(f"module 'mopd_mini' has no attribute {name!r}")
+    return _old_names(name)  # a renamed name, one release (with a DeprecationWarning); else AttributeError
 
 
 def __dir__():

@@ -17,7 +17,7 @@ and writes docs/ablations.md; notebook 06 runs them for one seed).
 3. UCMOPD (arXiv 2608.26735): Golden-Gain + Teacher-Endorsement vs plain MOPD, in the two-teacher
    setting and in capability preservation (recall prompts routed to the stage-1 base).
 
-Every run goes through `train_teacher` / `train_student` with the tiny preset; names carry the
+Every run goes through `train_grpo` / `train_student` with the tiny preset; names carry the
 seed, so one bank holds every seed's runs, and runs/<experiment>/ reloads finished ones.
 
 `summary(results)` gives the numbers notebook 06 prints and the figures draw (`mean_accuracy`,
@@ -38,7 +38,7 @@ from .adapters import BASE, AdapterBank
 from .config import Endorsement, GoldenGain, GRPOConfig, MOPDConfig
 from .distill import train_student
 from .domains import get_domains
-from .grpo import train_teacher
+from .grpo import train_grpo
 from .models import TINY, TINY_OTHER, load_base
 from .rollout import sample
 from .runs import experiment_name, fast_or
@@ -91,10 +91,10 @@ def teachers(bank: AdapterBank, other: AdapterBank | None, experiment: str = "ab
     """Round-1 teachers on the course base (seed 0, as the course's), the other base's binding
     teacher (seed 0, `OTHER_TEACHER`), registered in `bank` as OTHER (allow_foreign: on purpose;
     `other=None` skips it). Returns the runs."""
-    runs = {f"teacher_{d}": train_teacher(bank, teacher_config(d, 0, experiment, quick)) for d in ("binding", "recall")}
+    runs = {f"teacher_{d}": train_grpo(bank, teacher_config(d, 0, experiment, quick)) for d in ("binding", "recall")}
     if other is not None:
-        runs[OTHER] = train_teacher(other, teacher_config("binding", 0, f"{experiment}/{OTHER_EXPERIMENT}", quick,
-                                                          **OTHER_TEACHER))
+        runs[OTHER] = train_grpo(other, teacher_config("binding", 0, f"{experiment}/{OTHER_EXPERIMENT}", quick,
+                                                       **OTHER_TEACHER))
         bank.add_foreign(OTHER, other, "teacher_binding", allow_foreign=True)
     return runs
 
@@ -159,7 +159,7 @@ def multi_round(bank: AdapterBank, seed: int, experiment: str = "ablations", fro
     r2 = {d: f"r2_teacher_{d}_s{seed}" for d in ("binding", "recall")}
     out = {"round1_student": round1, "round2_teachers": r2, "runs": {}}
     for d, name in r2.items():
-        run = train_teacher(bank, teacher_config(d, seed, experiment, quick, teacher_steps, init_from=round1, name=name))
+        run = train_grpo(bank, teacher_config(d, seed, experiment, quick, teacher_steps, init_from=round1, name=name))
         out["runs"][name] = {"curve": logged_curve(run)}
     starts = {f"r2_student_s{seed}": None} | ({f"r2_student_from_r1_s{seed}": round1} if from_round1 else {})
     for name, init in starts.items():

@@ -46,7 +46,7 @@ from .validate import guarded_methods
 
 BASE = "base"  # the name that means "adapters disabled"
 ORIGIN_FILE = "mopd_mini.json"
-ROLES = {"teacher": "a GRPO adapter (train_teacher: a teacher, Mix-RL or a cascade)",
+ROLES = {"teacher": "a GRPO adapter (train_grpo: a teacher, Mix-RL or a cascade)",
          "student": "an MOPD student (train_student)",
          "offline": "an offline student (train_offline: RFT or soft labels)",
          "merge": "a merged adapter (merge.merge)",
@@ -186,7 +186,7 @@ class AdapterBank:
 
     def add_foreign(self, name: str, bank: "AdapterBank", adapter: str, allow_foreign: bool = False) -> None:
         """Register `adapter` of ANOTHER bank (another base) as a teacher called `name`: routing
-        (`routing.score`) then sends a domain's rows to that model. Refused when the tokenizers
+        (`routing.teacher_outputs`) then sends a domain's rows to that model. Refused when the tokenizers
         differ (always) or, unless `allow_foreign=True`, when the bases differ."""
         bank.check(adapter)
         check_adapter_name(name)

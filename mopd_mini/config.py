@@ -2,7 +2,7 @@
 
     MOPDConfig     stage 3, the MOPD student (distill.train_student); its UCMOPD options
                    GoldenGain and Endorsement (ucmopd has their maths)
-    GRPOConfig     stage 2, a teacher; Mix-RL and Cascade RL (grpo.train_teacher)
+    GRPOConfig     stage 2, a teacher; Mix-RL and Cascade RL (grpo.train_grpo)
     OfflineConfig  the offline baselines, RFT and soft labels, and SFT on gold (offline.train_offline)
 
 Each is a plain dataclass: the string under a field is its documentation (and the command line's
@@ -95,7 +95,7 @@ HOWS = ("linear", "cat", "ties", "dare_ties")
 """how `merge.merge` combines adapters: peft's factor-wise linear, the exact weighted sum (cat), ties, dare_ties"""
 TEACHER_OF = "teacher_{}"  # the adapter name of domain d's teacher
 SCORING_MODES = ("mixed", "swap")
-"""how the routed teachers score a batch (`routing.score`): one pass with per-row adapters, or one pass per teacher"""
+"""how the routed teachers score a batch (`routing.teacher_outputs`): one pass with per-row adapters, or one pass per teacher"""
 
 
 # ---------------------------------------------------------------------------------------------

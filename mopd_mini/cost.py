@@ -51,8 +51,8 @@ through the frozen base (2 N) and the adapter (2 n): every model here, sampler, 
 teacher, is an adapter on the base. A trained token adds the backward: activation gradients
 through every frozen layer (dX = dY W^T: 2 N) and through the adapter (2 n), and weight gradients
 for the adapter only (dA, dB: 2 n), so 2 N + 2 n forward and 2 N + 4 n backward. Full fine-tuning
-would be 6 N. Conventions, stated: a teacher scored with merged weights (the tiny path's
-`routing.merged_weights`) really costs 2 N a token, not 2 N + 2 n; the estimate counts every
+would be 6 N. Conventions, stated: a teacher scored with folded weights (the tiny path's
+`routing.folded_weights`) really costs 2 N a token, not 2 N + 2 n; the estimate counts every
 teacher as an adapter, which is what it is at Qwen3-1.7B's size. Not counted: attention scores
 (2 x layers x context x width per token; a few % at these lengths), the LM head over positions
 that `logits_to_keep` skips, activation checkpointing's extra forward (+2 N + 2 n per trained

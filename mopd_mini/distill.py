@@ -8,7 +8,8 @@ Each step, for a fresh student adapter (zero-initialised, so it starts AT the ba
   1. sample   prompts from every domain; the student samples ONE completion per prompt
               (temperature 1, no top-k / top-p truncation unless `top_p` < 1)
   2. route    each completion goes to its own domain's teacher (never an average of teachers)
-  3. score    that teacher prefills prompt + completion: log-probs, top-k, full distribution
+  3. teacher  that teacher prefills prompt + completion (routing.teacher_outputs): log-probs, top-k,
+              full distribution
   4. loss     per-token reverse KL on the student's own trajectory, in one of three forms:
                 pg    MOPD-PG, advantage A_t = log pi_T(y_t) - log pi_S(y_t), clipped to [-c, c]
                 topk  MOPD-Top-k over the teacher's top-k tokens, bias-corrected (topk_support:
@@ -79,7 +80,7 @@ __getattr__ = config.old_paths(__name__, ("MOPDConfig", "GoldenGain", "Endorseme
 # ---------------------------------------------------------------------------------------------
 
 
-def mopd_objective(cfg: config.MOPDConfig, student_logits, rollout: Rollout, teacher: routing.TeacherScores,
+def mopd_objective(cfg: config.MOPDConfig, student_logits, rollout: Rollout, teacher: routing.TeacherOutputs,
                    loss_mask=None, pg_weight=None):
     """The chosen loss (with grad) and the per-token tensors of all three forms (for logging).
 
@@ -127,7 +128,7 @@ def mopd_objective(cfg: config.MOPDConfig, student_logits, rollout: Rollout, tea
 
 
 @torch.no_grad()
-def stuck_info(cfg: config.MOPDConfig, student_logits, rollout: Rollout, teacher: routing.TeacherScores,
+def stuck_info(cfg: config.MOPDConfig, student_logits, rollout: Rollout, teacher: routing.TeacherOutputs,
                student_logprobs, advantage, student_topk_mass) -> dict:
     """The stuck detector's per-token tensors (docs/stuck.md; `diagnostics` has the maths), all (B, C):
     `stuck` (1.0 where p_S(y) > stuck_p and log p_T(y) < stuck_teacher_logp), `grad_norm` (the trained
@@ -165,7 +166,7 @@ def domain_metrics(info: dict, rollout: Rollout, rewards) -> dict:
 
 
 def ucmopd_objective(cfg: config.MOPDConfig, step: int, student_logits, rollout: Rollout,
-                     teacher: routing.TeacherScores, anchors: int):
+                     teacher: routing.TeacherOutputs, anchors: int):
     """mopd_objective on the tokens UCMOPD keeps: (loss, info, per-domain metrics).
 
     Rows [0, anchors) are the anchors, one per prompt; rows after them (golden gain) are each
@@ -257,7 +258,7 @@ def track(bank: AdapterBank, cfg: config.MOPDConfig, examples: list, step: int) 
     generator = torch.Generator().manual_seed(cfg.seed * 100_003 + step)
     rollout = sample(bank.model, bank.tokenizer, examples, temperature=cfg.temperature, top_p=cfg.top_p,
                      max_new_tokens=cfg.max_new_tokens, generator=generator)
-    teacher = routing.score(bank, rollout, cfg.route, mode=cfg.scoring, k=cfg.topk)
+    teacher = routing.teacher_outputs(bank, rollout, cfg.route, mode=cfg.scoring, k=cfg.topk)
     _, info = mopd_objective(cfg, completion_logits(bank.model, rollout), rollout, teacher)
     records = []
     for b, ex in enumerate(examples):
@@ -288,7 +289,7 @@ def train_student(bank: AdapterBank, cfg: config.MOPDConfig) -> Run:
         raise ValueError(f"topk={cfg.topk} exceeds the vocabulary of {vocab} tokens; pick topk <= {vocab}")
     for teacher in cfg.route.values():
         if not bank.is_teacher(teacher):
-            raise ValueError(f"the bank has no {teacher!r}; train it (train_teacher) or load it "
+            raise ValueError(f"the bank has no {teacher!r}; train it (train_grpo) or load it "
                              f"(bank.load) first. The bank holds: {bank.names}, foreign: {list(bank.foreign)}")
     if cfg.init_from is not None and cfg.init_from == cfg.student:
         raise ValueError(f"init_from={cfg.init_from!r} is the student being trained; start from another adapter")
@@ -342,7 +343,7 @@ def train_student(bank: AdapterBank, cfg: config.MOPDConfig) -> Run:
                 sampled = cost.add(sampled, cost.sampled(explore))   # a second sampling: its own prompt prefill
                 rollout = concat(rollout, explore, bank.tokenizer.pad_token_id)
             # --- 2-3. route each completion to its domain's teacher, which scores it -----------
-            teacher = routing.score(bank, rollout, cfg.route, mode=cfg.scoring, k=cfg.topk)
+            teacher = routing.teacher_outputs(bank, rollout, cfg.route, mode=cfg.scoring, k=cfg.topk)
             # --- 4. the student's logits with grad (on its sampling prefill when reused); the loss
             with train_mode(model, enabled=not reuse):
                 student_logits = completion_logits(model, rollout, prefill=rollout.prefill)  # (B, C, V)

@@ -1,11 +1,11 @@
-"""Stage 2: one teacher per domain, trained by GRPO with FactWorld's verifiable reward; and the
-two RL baselines that are the same loop over other domains.
+"""The GRPO loop (`train_grpo`), with FactWorld's verifiable reward: stage 2's teacher on one domain,
+Mix-RL on several, Cascade RL by resuming on another (the two RL baselines are this same loop).
 
     bank = AdapterBank(*load_base("tiny"))
-    train_teacher(bank, GRPOConfig(domain="binding"))                    # a teacher, ~1 CPU minute
-    train_teacher(bank, GRPOConfig(domain=("binding", "recall")))        # Mix-RL: one adapter, both
-    train_teacher(bank, GRPOConfig(domain="recall", init_from="teacher_binding",
-                                   name="cascade_binding_recall", eval_domains=("binding",)))  # Cascade RL
+    train_grpo(bank, GRPOConfig(domain="binding"))                    # a teacher, ~1 CPU minute
+    train_grpo(bank, GRPOConfig(domain=("binding", "recall")))        # Mix-RL: one adapter, both
+    train_grpo(bank, GRPOConfig(domain="recall", init_from="teacher_binding",
+                                name="cascade_binding_recall", eval_domains=("binding",)))  # Cascade RL
 
 Each step: P training prompts of each domain; G completions per prompt sampled from the adapter
 at temperature 1; reward = relaxed match with the gold answer of the prompt's OWN domain (0 for
@@ -38,15 +38,18 @@ from .losses import group_advantages, policy_gradient_loss
 from .rollout import check_budget, completion_logits, prefill_reusable, sample, token_logprobs
 from .runs import Run, adamw, guarded_step, train_mode
 from .validate import guarded
-from . import config  # the config lives in the torch-free config module
+from . import config, deprecation  # the config lives in the torch-free config module
 
-__getattr__ = config.old_paths(__name__, ("GRPOConfig",))  # its old path, one release
+# old names, one release: the config's old path, and train_teacher (issue 47: it trains Mix-RL and Cascade too)
+__getattr__ = deprecation.old_names(__name__, {"GRPOConfig": "mopd_mini.config:GRPOConfig",
+                                               "train_teacher": "mopd_mini.grpo:train_grpo"})
 
 
 @guarded
-def train_teacher(bank: AdapterBank, cfg: config.GRPOConfig) -> Run:
+def train_grpo(bank: AdapterBank, cfg: config.GRPOConfig) -> Run:
     """Create (or copy from `cfg.init_from`, or resume) the adapter and train it with GRPO on
-    `cfg.domain` (one domain: a teacher; several: Mix-RL)."""
+    `cfg.domain` (one domain: a teacher; several: Mix-RL; from another domain's adapter with
+    `init_from`: a cascade)."""
     cfg.check()
     domains = get_domains(cfg.domains)
     evaluated = get_domains(dict.fromkeys(cfg.domains + cfg.eval_domains))

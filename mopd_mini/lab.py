@@ -728,12 +728,12 @@ def main(argv=None) -> None:
     torch.set_num_threads(1)
     from . import AdapterBank, load_base
     from .config import GRPOConfig
-    from .grpo import train_teacher
+    from .grpo import train_grpo
 
     base, tokenizer = load_base("tiny")
     bank = AdapterBank(base, tokenizer)
     for d in MOPDConfig().domains:
-        train_teacher(bank, GRPOConfig.for_model("tiny", domain=d, progress=False))
+        train_grpo(bank, GRPOConfig.for_model("tiny", domain=d, progress=False))
     grid = make_grid(bank, args.out)
     print(f"{len(grid['cells'])} runs in {grid['seconds']} s -> {args.out}")
 

@@ -170,7 +170,7 @@ def collect(bank: AdapterBank, cfg: config.OfflineConfig) -> Collected:
     domains = get_domains(cfg.domains)
     for teacher in cfg.route.values():
         if teacher not in bank.names:
-            raise ValueError(f"the bank has no {teacher!r}; train it (train_teacher) or load it "
+            raise ValueError(f"the bank has no {teacher!r}; train it (train_grpo) or load it "
                              f"(bank.load) first. The bank holds: {bank.names}")
     path = None if cfg.experiment is None else runs.RUNS_DIR / cfg.experiment / "collect" / f"{_collect_key(bank, cfg)}.json"
     if path is not None and path.exists():
@@ -255,7 +255,7 @@ def train_offline(bank: AdapterBank, cfg: config.OfflineConfig, data: Collected 
                            [data.completions[i] for i in rows])
             row = {"step": step, "epoch": (step - 1) * cfg.batch_size / len(kept)}
             if cfg.loss == "soft":   # the routed teachers prefill the batch (no grad), as MOPD's scoring
-                teacher_logits = routing.score(bank, rollout, cfg.route, k=1).logits
+                teacher_logits = routing.teacher_outputs(bank, rollout, cfg.route, k=1).logits
                 row["cost/teacher_prefill_tokens"] = cost.forward_tokens(rollout)
             model.train()
             logits = completion_logits(model, rollout)                       # (B, C, V)

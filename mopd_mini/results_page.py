@@ -89,13 +89,13 @@ def learning_runs(bank, args):
     curves {name: metrics}, traces {name: trace}, seconds {stage: wall time})."""
     from .distill import train_student
     from .evaluation import evaluate
-    from .grpo import train_teacher
+    from .grpo import train_grpo
 
     teachers, configs = page_configs(args)
     seconds = {}
     # --- stage 2: one teacher per domain -----------------------------------------------------
     for cfg in teachers:
-        _, seconds[cfg.adapter] = timed(train_teacher, bank, cfg)
+        _, seconds[cfg.adapter] = timed(train_grpo, bank, cfg)
     table, seconds["evaluate base + teachers"] = timed(
         evaluate, bank, ["base", "teacher_binding", "teacher_recall"], n=args.n)
 

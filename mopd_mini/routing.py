@@ -1,4 +1,4 @@
-"""Routed teacher scoring: every completion is scored by ITS OWN domain's teacher.
+"""The routed teachers' outputs: every completion is prefilled by ITS OWN domain's teacher.
 
 The student sampled a completion y for a prompt x of domain d; the teacher of d prefills x + y
 (one forward, no sampling) and returns, at each completion position t:
@@ -22,9 +22,9 @@ Two ways to run the teachers, with the same results (tests check this to 1e-5):
 
 "mixed" is the default: it costs one base forward whatever the number of teachers
 (docs/benchmarks.md measures it at about 1.0x scoring the whole batch with a single teacher).
-On a base small enough (`MERGED_LIMIT`: the tiny one, not Qwen3-1.7B) and in fp32 it keeps each teacher's
-merged weights W + s_t B_t A_t beside the adapter and gives each teacher's rows one matmul with
-them, so a routed teacher costs what a separate merged teacher model would (the same scores up to
+On a base small enough (`FOLDED_LIMIT`: the tiny one, not Qwen3-1.7B) and in fp32 it keeps each teacher's
+folded weights W + s_t B_t A_t beside the adapter and gives each teacher's rows one matmul with
+them, so a routed teacher costs what a separate folded teacher model would (the same scores up to
 fp32 rounding; the weights are rebuilt whenever a teacher's adapter changes).
 Each teacher's rows are a slice of the batch when they are contiguous (train_student lists its
 prompts domain by domain), so no activation is copied. Adapters that the routed pass does not
@@ -47,10 +47,18 @@ from .losses import log_softmax_at, reverse_kl
 from .rollout import Rollout, completion_logits
 
 from .config import SCORING_MODES as MODES  # noqa: E402  (one pass with per-row adapters, or one per teacher)
+from . import deprecation  # noqa: E402
+
+# the old names, one release (issue 47: one meaning per word; "merge" is combining adapters, mopd_mini.merge;
+# "score" is grading an answer, factworld.score)
+__getattr__ = deprecation.old_names(__name__, {"merged_weights": "mopd_mini.routing:folded_weights",
+                                                "MERGED_LIMIT": "mopd_mini.routing:FOLDED_LIMIT",
+                                                "score": "mopd_mini.routing:teacher_outputs",
+                                                "TeacherScores": "mopd_mini.routing:TeacherOutputs"})
 
 
 @dataclass
-class TeacherScores:
+class TeacherOutputs:
     """What the routed teachers said about one rollout."""
 
     logprobs: Tensor             # (B, C)    log pi_T(y_t)
@@ -71,7 +79,7 @@ def route_names(bank: AdapterBank, rollout: Rollout, route: dict[str, str]) -> l
     return [route[d] for d in rollout.domains]
 
 
-def summarise(logits: Tensor, ids: Tensor, k: int, full: bool) -> TeacherScores:
+def summarise(logits: Tensor, ids: Tensor, k: int, full: bool) -> TeacherOutputs:
     """Sampled-token log-probs and top-k from (B, C, V) logits, without a (B, C, V) log-softmax
     or fp32 copy: log_softmax_at works a chunk of rows at a time."""
     V = logits.shape[-1]
@@ -79,7 +87,7 @@ def summarise(logits: Tensor, ids: Tensor, k: int, full: bool) -> TeacherScores:
         raise ValueError(f"top-k k must be between 1 and the vocabulary size {V}, got {k}")
     top_ids = logits.topk(k, dim=-1).indices                            # (B, C, k)
     logp = log_softmax_at(logits, torch.cat([ids[..., None], top_ids], -1))  # (B, C, 1 + k), fp32
-    return TeacherScores(logp[..., 0], top_ids, logp[..., 1:], logits if full else None)
+    return TeacherOutputs(logp[..., 0], top_ids, logp[..., 1:], logits if full else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,20 +108,20 @@ def row_groups(names: list[str], device=None) -> list[tuple[str, slice | Tensor]
     return groups
 
 
-def _routed_lora_forward(layer: LoraLayer, groups, merged: dict | None, x: Tensor, *args, **kwargs) -> Tensor:
+def _routed_lora_forward(layer: LoraLayer, groups, folded: dict | None, x: Tensor, *args, **kwargs) -> Tensor:
     """One LoRA layer in a routed pass:  y_b = W x_b + s_t B_t A_t x_b,  t = the teacher of row b.
     Same arithmetic as peft's single-adapter forward (update in the adapter's dtype, added, then
     cast back), applied to each teacher's rows only. Teachers run without dropout.
-    `merged` ({teacher: W + s_t B_t A_t} of this layer, when the bank is small enough to hold them:
-    `merged_weights`): then each teacher's rows take one matmul with its merged weight, as a
+    `folded` ({teacher: W + s_t B_t A_t} of this layer, when the bank is small enough to hold them:
+    `folded_weights`): then each teacher's rows take one matmul with its folded weight, as a
     separate teacher model would, instead of the base matmul plus the two low-rank ones."""
-    if merged is not None:
+    if folded is not None:
         bias = layer.base_layer.bias
         if len(groups) == 1:                                            # one teacher for the whole batch
-            return nn.functional.linear(x, merged[groups[0][0]], bias)
+            return nn.functional.linear(x, folded[groups[0][0]], bias)
         result = x.new_empty(x.shape[:-1] + (layer.base_layer.out_features,))
         for teacher, rows in groups:
-            result[rows] = nn.functional.linear(x[rows], merged[teacher], bias)
+            result[rows] = nn.functional.linear(x[rows], folded[teacher], bias)
         return result
     result = layer.base_layer(x, *args, **kwargs)                       # (B, T, out) W x, all rows
     for teacher, rows in groups:
@@ -164,23 +172,23 @@ def lora_layers(bank: AdapterBank) -> list:
     return cached[1]
 
 
-MERGED_LIMIT = 64 * 2**20
-"""bytes: the routed pass holds each teacher's merged weights (W + s B A of every LoRA layer) when all
+FOLDED_LIMIT = 64 * 2**20
+"""bytes: the routed pass holds each teacher's folded weights (W + s B A of every LoRA layer) when all
 of them together fit in this; the tiny base's take 1.3 MB a teacher, Qwen3-1.7B's 2.8 GB (bf16), so
 there the teachers stay low-rank updates on the one base (the point of holding them as adapters)"""
 
 
 def _full_precision(weight: Tensor) -> bool:
-    """Whether merged weights may stand in for W x + s B A x: fp32 or fp64 weights. A quantised base
+    """Whether folded weights may stand in for W x + s B A x: fp32 or fp64 weights. A quantised base
     has no W + s B A to form; in bf16 or fp16, W + s B A rounded to that dtype loses the low bits of
     the update, and the teacher's log-probs then differ from the student's own forward through the
     same adapter (noise in MOPD's advantage: bench.bf16_floor)."""
     return weight.is_floating_point() and torch.finfo(weight.dtype).bits >= 32
 
 
-def merged_weights(bank: AdapterBank, layers: list, teachers: list[str]) -> dict | None:
-    """{layer index: {teacher: W + s B A}} for the routed pass, or None when the teachers' merged
-    weights would not fit in MERGED_LIMIT. Built once and kept on the bank; a layer's entry is
+def folded_weights(bank: AdapterBank, layers: list, teachers: list[str]) -> dict | None:
+    """{layer index: {teacher: W + s B A}} for the routed pass, or None when the teachers' folded
+    weights would not fit in FOLDED_LIMIT. Built once and kept on the bank; a layer's entry is
     rebuilt when its base weight or the teacher's A or B has changed since (their version counters:
     a load, a copy or an optimizer step on the teacher each bump them)."""
     if not teachers or any(t not in layer.lora_A for layer in layers for t in teachers):
@@ -189,11 +197,11 @@ def merged_weights(bank: AdapterBank, layers: list, teachers: list[str]) -> dict
         return None               # a quantised base (packed weights), or one in bf16 / fp16 (see _full_precision)
     size = len(teachers) * sum(layer.base_layer.weight.numel() * layer.base_layer.weight.element_size()
                                for layer in layers)
-    if size > MERGED_LIMIT:
+    if size > FOLDED_LIMIT:
         return None
-    cache = getattr(bank, "_merged", None)
+    cache = getattr(bank, "_folded", None)
     if cache is None:
-        cache = bank._merged = {}     # {(layer, teacher): (the weights' versions, W + s B A)}
+        cache = bank._folded = {}     # {(layer, teacher): (the weights' versions, W + s B A)}
     out = {}
     for i, layer in enumerate(layers):
         W = layer.base_layer.weight
@@ -218,10 +226,10 @@ def routed(bank: AdapterBank, names: list[str], device=None):
         yield False
         return
     groups = row_groups(names, device)
-    merged = merged_weights(bank, layers, sorted(teachers)) if BASE not in names else None
+    folded = folded_weights(bank, layers, sorted(teachers)) if BASE not in names else None
     for i, layer in enumerate(layers):
         layer.forward = partial(_routed_lora_forward, layer, groups,
-                                None if merged is None else merged[i])   # an instance attribute...
+                                None if folded is None else folded[i])   # an instance attribute...
     try:
         yield True
     finally:
@@ -230,9 +238,10 @@ def routed(bank: AdapterBank, names: list[str], device=None):
 
 
 @torch.no_grad()
-def score(bank: AdapterBank, rollout: Rollout, route: dict[str, str], *, mode: str = "mixed",
-          k: int = 64, full: bool = True) -> TeacherScores:
-    """Score each completion with the teacher its domain is routed to (`route`: domain -> adapter)."""
+def teacher_outputs(bank: AdapterBank, rollout: Rollout, route: dict[str, str], *, mode: str = "mixed",
+                    k: int = 64, full: bool = True) -> TeacherOutputs:
+    """What the teacher each completion's domain is routed to (`route`: domain -> adapter) says about it:
+    its log-probs of the sampled tokens, its top-k and (`full`) its logits."""
     if mode not in MODES:
         raise ValueError(f"unknown scoring mode {mode!r}; valid modes: {MODES}")
     names = route_names(bank, rollout, route)
@@ -292,7 +301,7 @@ def kl_on_samples(bank: AdapterBank, rollout: Rollout, student: str, teachers: l
         student_logits = completion_logits(model, rollout)                   # (B, C, V)
     out = {}
     for name in teachers:
-        t = score(bank, rollout, {d: name for d in set(rollout.domains)}, k=1)
+        t = teacher_outputs(bank, rollout, {d: name for d in set(rollout.domains)}, k=1)
         _, info = reverse_kl(student_logits, t.logits, rollout.completion_mask)
         out[name] = (info["kl"].sum() / rollout.completion_mask.sum()).item()
     return out

@@ -480,7 +480,7 @@ def guarded_step(loss: torch.Tensor, params: list, optimizer, grad_clip: float) 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 ROLE_OF = {"GRPOConfig": "teacher", "MOPDConfig": "student", "OfflineConfig": "offline"}
 """the role (adapters.ROLES) of the adapter each trainer's config makes"""
-UNKNOWN_ROLE = "an adapter that no trainer's run made (no config.json of train_teacher, train_student or train_offline)"
+UNKNOWN_ROLE = "an adapter that no trainer's run made (no config.json of train_grpo, train_student or train_offline)"
 NAME_FIELD = {"teacher": "name", "student": "student", "offline": "name"}
 
 

@@ -82,8 +82,8 @@ SPECIALIST_STEPS = 300
 def specialist(bank, experiment: str = EXP, quick: bool = False, steps: int = SPECIALIST_STEPS) -> str:
     """The specialist that forgot (seed 0, shared by every seed, as the teachers are): the second
     stage of the cascade recall -> binding, `steps` GRPO steps (the baselines' cascade budget)."""
-    mm.train_teacher(bank, ab.teacher_config("binding", 0, experiment, quick, steps, init_from="teacher_recall",
-                                             name=SPECIALIST, eval_domains=("recall",)))
+    mm.train_grpo(bank, ab.teacher_config("binding", 0, experiment, quick, steps, init_from="teacher_recall",
+                                          name=SPECIALIST, eval_domains=("recall",)))
     return SPECIALIST
 
 

@@ -113,7 +113,7 @@ class Bench:
                 folder, self.teachers[d] = given[f"teacher_{d}"]
                 self.bank.load(f"teacher_{d}", folder)
             else:
-                self.teachers[d] = mm.train_teacher(self.bank, cfg)
+                self.teachers[d] = mm.train_grpo(self.bank, cfg)
         stale = {d: t.count_version for d, t in self.teachers.items() if t.count_version < cost.COUNT_VERSION}
         if stale:   # reloaded teachers whose cost/* columns older code counted (a mixed ledger)
             warnings.warn(f"the teachers {stale} reloaded from {self.folder} were counted by a version of the cost "
@@ -142,11 +142,11 @@ class Bench:
                 "tiny", loss=method.split("_")[1], prompts_per_domain=p.per_domain, student=name, track_steps=(),
                 **common))
         elif method == "mixrl":
-            run = mm.train_teacher(self.bank, mm.GRPOConfig.for_model(
+            run = mm.train_grpo(self.bank, mm.GRPOConfig.for_model(
                 "tiny", domain=DOMAINS, prompts_per_step=p.per_domain, name=name, **common))
         elif method.startswith("cascade_"):
             first, second = ("binding", "recall") if method == "cascade_br" else ("recall", "binding")
-            run = mm.train_teacher(self.bank, mm.GRPOConfig.for_model(
+            run = mm.train_grpo(self.bank, mm.GRPOConfig.for_model(
                 "tiny", domain=second, init_from=f"teacher_{first}", eval_domains=(first,), prompts_per_step=p.per_domain,
                 name=name, **common))
         else:

@@ -401,7 +401,7 @@ def cost_section(rep: dict) -> list[str]:
            "tiny base; on Qwen3-1.7B it is about 1%). Attention-score FLOPs, padding, evaluations and checkpointing are not counted. Wall time: the "
            "training steps (and the teachers' sampling) on this CPU, one torch thread per process, evaluations excluded; "
            "the machine ran other jobs too, so times are indicative and the FLOPs are the figure to compare. Under "
-           "prefill once (train_student, train_teacher) the sampler's prompt prefill runs with grad and IS the "
+           "prefill once (train_student, train_grpo) the sampler's prompt prefill runs with grad and IS the "
            "training forward over the prompt: those tokens are counted as trained, not as sampled prefill.", "",
            "| method | stage: sampled tokens (prefill + generated) | teacher-prefilled | trained | FLOPs | wall s | "
            "whole pipeline FLOPs | whole pipeline wall s |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]

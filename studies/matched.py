@@ -223,14 +223,14 @@ def estimate(plan: Plan, steps: int = 4, seeds: int = 3, workers: int = 2) -> di
     common = dict(steps=steps, eval_every=0, experiment=None, progress=False)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     per_step = {}
-    t = [mm.train_teacher(bank, mm.GRPOConfig(domain=d, prompts_per_step=plan.per_domain, group_size=plan.group, **common))
+    t = [mm.train_grpo(bank, mm.GRPOConfig(domain=d, prompts_per_step=plan.per_domain, group_size=plan.group, **common))
          for d in DOMAINS]
     per_step["teacher"] = fmean(r.seconds for r in t) / steps
-    per_step["mixrl"] = mm.train_teacher(bank, mm.GRPOConfig(domain=DOMAINS, prompts_per_step=plan.per_domain,
-                                                             group_size=plan.group, **common)).seconds / steps
-    per_step["cascade"] = mm.train_teacher(bank, mm.GRPOConfig(domain="recall", init_from="teacher_binding", name="c",
-                                                               prompts_per_step=plan.per_domain, group_size=plan.group,
-                                                               **common)).seconds / steps
+    per_step["mixrl"] = mm.train_grpo(bank, mm.GRPOConfig(domain=DOMAINS, prompts_per_step=plan.per_domain,
+                                                          group_size=plan.group, **common)).seconds / steps
+    per_step["cascade"] = mm.train_grpo(bank, mm.GRPOConfig(domain="recall", init_from="teacher_binding", name="c",
+                                                            prompts_per_step=plan.per_domain, group_size=plan.group,
+                                                            **common)).seconds / steps
     for loss in ("pg", "topk", "kl"):
         per_step[f"mopd_{loss}"] = mm.train_student(bank, mm.MOPDConfig(
             loss=loss, prompts_per_domain=plan.per_domain, student=f"s_{loss}", track_steps=(), **common)).seconds / steps
@@ -465,8 +465,8 @@ def estimate_check(plan: Plan, T: int, seeds: int, workers: int, check: Check, q
     bank = mm.AdapterBank(*mm.load_base("tiny"))
     common = dict(steps=steps, eval_every=0, experiment=None, progress=False)
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    teacher = fmean(mm.train_teacher(bank, mm.GRPOConfig(domain=d, prompts_per_step=plan.per_domain,
-                                                         group_size=plan.group, **common)).seconds for d in DOMAINS) / steps
+    teacher = fmean(mm.train_grpo(bank, mm.GRPOConfig(domain=d, prompts_per_step=plan.per_domain,
+                                                      group_size=plan.group, **common)).seconds for d in DOMAINS) / steps
     per_step, per_sample = {}, 0.0
     for m in check.methods:
         setting = grids[m][len(grids[m]) // 2]

@@ -11,7 +11,7 @@
     python -m studies.regimes --timed-steps 100                     # one arm-2b seed of exact KL, timed (a fraction)
 
 Every method is an existing trainer with the arm's domains and the registered budget (the table
-`ARMS`: train_teacher for GRPO and Mix-RL, train_student for MOPD, collect / train_offline for
+`ARMS`: train_grpo for GRPO and Mix-RL, train_student for MOPD, collect / train_offline for
 RFT and SFT on a teacher's samples, train_offline on `offline.gold` for SFT on gold traces,
 merge for the merges); one generic loop runs them. The order: the arm's gate (seed 0, val; its
 registered fall-backs), then the methods by dependency level (a teacher before what reads it),

@@ -1,5 +1,5 @@
 """The regime study's training glue (studies/regimes.py is the command): one method of an arm built
-in an adapter bank after what it reads (`build_recipe`: train_teacher for GRPO, train_student for
+in an adapter bank after what it reads (`build_recipe`: train_grpo for GRPO, train_student for
 MOPD, collect / gold and train_offline for RFT and SFT, merge at a weight chosen on val), scored on
 test and val (`evaluate_rows`: mopd_mini.starting_points' rows), and what its record keeps: the cost
 totals, MOPD's per-token KL along the trace (`kl_along`), the stuck share at STUCK_STEPS
@@ -44,7 +44,7 @@ def build_recipe(ctx: Context, bank, m: Recipe, seed: int, built: dict) -> dict:
     if m.trainer == "base":
         pass
     elif m.trainer == "grpo":
-        out["run"] = mm.train_teacher(bank, mm.GRPOConfig.for_model(
+        out["run"] = mm.train_grpo(bank, mm.GRPOConfig.for_model(
             "tiny", domain=domains[0] if len(domains) == 1 else domains, name=m.name, **s, **common))
     elif m.trainer == "mopd":
         out["run"] = mm.train_student(bank, mm.MOPDConfig.for_model(

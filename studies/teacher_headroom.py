@@ -34,7 +34,7 @@ from statistics import fmean, pstdev
 
 import torch
 
-from mopd_mini import AdapterBank, GRPOConfig, evaluate, load_base, train_teacher
+from mopd_mini import AdapterBank, GRPOConfig, evaluate, load_base, train_grpo
 from mopd_mini.adapters import BASE
 from mopd_mini.domains import get_domains
 from mopd_mini.runs import RUNS_DIR, fast_or
@@ -106,7 +106,7 @@ def run_grid(domains, lrs, steps, seeds, n, experiment, split="val") -> dict:
                     snap = RUNS_DIR / experiment / name / f"step{S}"
                     if not (snap / "adapter_config.json").exists():
                         start = time.time()
-                        train_teacher(bank, cfg)
+                        train_grpo(bank, cfg)
                         seconds += time.time() - start
                         bank.save(name, snap)
                         (snap / "seconds.json").write_text(json.dumps({"train_seconds_cumulative": seconds}))

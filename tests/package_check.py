@@ -65,7 +65,7 @@ assert not missing, f"unsatisfied dependencies of the wheel: {missing}"
 
 import torch
 torch.set_num_threads(1)
-from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, load_base, train_student, train_teacher
+from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, load_base, train_grpo, train_student
 from mopd_mini.models import TINY_DIR
 
 assert site in TINY_DIR.resolve().parents
@@ -79,9 +79,9 @@ model, tokenizer = load_base("tiny", device="cpu")
 print(f"tiny base: {sum(p.numel() for p in model.parameters()):,} parameters, vocabulary {len(tokenizer)}")
 bank = AdapterBank(model, tokenizer)
 for domain in ("binding", "recall"):
-    run = train_teacher(bank, GRPOConfig(domain=domain, steps=2, prompts_per_step=4, group_size=4, eval_every=0,
-                                         experiment=None, progress=False))
-    print(f"train_teacher({domain}): {len(run.metrics)} steps, reward {run.metrics[-1]['reward']:.2f}")
+    run = train_grpo(bank, GRPOConfig(domain=domain, steps=2, prompts_per_step=4, group_size=4, eval_every=0,
+                                      experiment=None, progress=False))
+    print(f"train_grpo({domain}): {len(run.metrics)} steps, reward {run.metrics[-1]['reward']:.2f}")
 run = train_student(bank, MOPDConfig(steps=2, prompts_per_domain=2, eval_every=2, eval_n=4, track_steps=(1,),
                                      track_prompts=1, experiment=None, progress=False))
 last = run.metrics[-1]

@@ -5,7 +5,7 @@ trained on the sampler's bf16 prefill; 0 through the whole forward). Here, at a 
 (hidden 512, 2 layers) and the real vocabulary, through `train_student` itself: the advantage it
 logs and its gradient norm. Measured at this width: 0 exactly (max |A|, KL and gradient) with the
 fixes, against a real first step's KL of 0.037; before them, max |A| 3.9e-3 and 1.0% of the real
-gradient on the bf16 prefill, and 1.2e-2 and 3.0% from the routed teacher's merged weights in bf16
+gradient on the bf16 prefill, and 1.2e-2 and 3.0% from the routed teacher's folded weights in bf16
 (this base is small enough for them: teachers._full_precision now keeps them to fp32 bases)"""
 
 import pytest

@@ -86,17 +86,17 @@ def _fused(monkeypatch) -> list[bool]:
 def test_compacted_scores_agree_with_fp32_adapters_within_the_bf16_floor(banks, rollout, monkeypatch):
     bank, ref = banks
     mask = rollout.completion_mask.bool()
-    exact = routing.score(ref, rollout, TEACHERS, k=8).logprobs[mask]         # fp32 model, fp32 adapters
+    exact = routing.teacher_outputs(ref, rollout, TEACHERS, k=8).logprobs[mask]         # fp32 model, fp32 adapters
     fused = _fused(monkeypatch)
-    fp32_adapters = routing.score(bank, rollout, TEACHERS, k=8).logprobs[mask]
+    fp32_adapters = routing.teacher_outputs(bank, rollout, TEACHERS, k=8).logprobs[mask]
     assert fused and not any(fused)          # fp32 adapters on a bf16 base: the cast-and-add path
     for name in TEACHERS.values():
         assert bank.compact(name) == torch.bfloat16
     fused.clear()
-    mixed = routing.score(bank, rollout, TEACHERS, mode="mixed", k=8)
+    mixed = routing.teacher_outputs(bank, rollout, TEACHERS, mode="mixed", k=8)
     assert fused and all(fused)              # compacted: every layer's update is one fused addmm
-    swap = routing.score(bank, rollout, TEACHERS, mode="swap", k=8)           # peft's own forward
-    base = routing.score(bank, rollout, {d: "base" for d in TEACHERS}, k=8).logprobs[mask]
+    swap = routing.teacher_outputs(bank, rollout, TEACHERS, mode="swap", k=8)           # peft's own forward
+    base = routing.teacher_outputs(bank, rollout, {d: "base" for d in TEACHERS}, k=8).logprobs[mask]
     effect = (fp32_adapters - base).abs().max().item()       # what the teachers change at all
     floor = (fp32_adapters - exact).abs().max().item()
     compact = (mixed.logprobs[mask] - fp32_adapters).abs().max().item()

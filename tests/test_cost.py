@@ -1,7 +1,7 @@
 """One cost ledger: in every trainer the cost counters (each step's cost/* columns and
 `cost.totals`) equal a count made by hand from that step's own examples and tokens, and
 `cost.flops` of the run equals the formula written out by hand, (2N + 2n) per forward token and
-(4N + 6n) per trained token. A run reloaded from disk (a second train_teacher call) reports exactly the counters of the run
+(4N + 6n) per trained token. A run reloaded from disk (a second train_grpo call) reports exactly the counters of the run
 that wrote it (the baselines' Bench, which reloads its teachers: tests/studies/test_baselines.py).
 
 By hand means: prompt tokens from the tokenizer alone (the chat-formatted prompt, no padding);
@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import factworld
-from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, cost, runs, train_student, train_teacher
+from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, cost, runs, train_grpo, train_student
 from mopd_mini.config import OfflineConfig
 from mopd_mini.offline import batch_indices, collect, train_offline
 from mopd_mini.rollout import chat_prompt, eos_ids, pack
@@ -113,7 +113,7 @@ def test_grpo_trainers_count_by_hand(kind, teacher_bank, monkeypatch, skip_some_
     extra = dict(name="cascade", init_from="teacher_binding", eval_domains=("binding",)) if kind == "cascade" else {}
     cfg = GRPOConfig(domain=domain, steps=4, prompts_per_step=2, group_size=3, eval_every=0, experiment=None,
                      progress=False, **({"name": "t"} if kind == "teacher" else {}), **extra)
-    run = train_teacher(teacher_bank, cfg)
+    run = train_grpo(teacher_bank, cfg)
     tok = teacher_bank.tokenizer
     stop = set(eos_ids(teacher_bank.model, tok))
     assert all(len({ex.prompt for ex in r.examples}) == 2 * len(cfg.domains) for r in seen)
@@ -130,8 +130,8 @@ def test_grpo_two_passes_count_by_hand(teacher_bank, monkeypatch, skip_some_grou
     from mopd_mini import grpo
     seen = capture(monkeypatch, grpo)
     monkeypatch.setattr(grpo, "prefill_reusable", lambda *a: False)
-    run = train_teacher(teacher_bank, GRPOConfig(domain="binding", name="t", steps=2, prompts_per_step=2,
-                                                 group_size=3, eval_every=0, experiment=None, progress=False))
+    run = train_grpo(teacher_bank, GRPOConfig(domain="binding", name="t", steps=2, prompts_per_step=2,
+                                              group_size=3, eval_every=0, experiment=None, progress=False))
     assert all(r.prefill is None for r in seen)
     tok = teacher_bank.tokenizer
     check_totals(run, grpo_hand_count(tok, set(eos_ids(teacher_bank.model, tok)), seen, run.metrics))
@@ -228,7 +228,7 @@ def test_offline_counts_by_hand(loss, teacher_bank, monkeypatch):
 
 
 def test_a_reloaded_teacher_reports_the_counters_that_wrote_it(tiny, monkeypatch, tmp_path):
-    """A teacher trained into runs/, then reloaded by a second train_teacher call on a fresh bank:
+    """A teacher trained into runs/, then reloaded by a second train_grpo call on a fresh bank:
     the reload trains nothing and reports the same metrics, totals and seconds, which equal the
     hand count of the run that wrote them."""
     from mopd_mini import grpo
@@ -238,10 +238,10 @@ def test_a_reloaded_teacher_reports_the_counters_that_wrote_it(tiny, monkeypatch
                checkpoint_every=2, progress=False)
     first_bank = AdapterBank(copy.deepcopy(model), tok)
     seen = capture(monkeypatch, grpo)
-    first = train_teacher(first_bank, GRPOConfig(**cfg))
+    first = train_grpo(first_bank, GRPOConfig(**cfg))
     hand = grpo_hand_count(tok, set(eos_ids(first_bank.model, tok)), seen, first.metrics)
     seen.clear()
-    again = train_teacher(AdapterBank(copy.deepcopy(model), tok), GRPOConfig(**cfg))
+    again = train_grpo(AdapterBank(copy.deepcopy(model), tok), GRPOConfig(**cfg))
     assert not seen and not again.trained                  # reloaded: nothing sampled, nothing trained
     assert again.metrics == first.metrics and again.seconds == first.seconds
     assert again.count_version == first.count_version == cost.COUNT_VERSION
@@ -250,7 +250,7 @@ def test_a_reloaded_teacher_reports_the_counters_that_wrote_it(tiny, monkeypatch
     state = torch.load(ckpt, weights_only=True)                          # rename: its version under "ledger"
     state["ledger"] = state.pop("count_version") - 1
     torch.save(state, ckpt)
-    old = train_teacher(AdapterBank(copy.deepcopy(model), tok), GRPOConfig(**cfg))
+    old = train_grpo(AdapterBank(copy.deepcopy(model), tok), GRPOConfig(**cfg))
     assert not old.trained and old.count_version == cost.COUNT_VERSION - 1
 
 

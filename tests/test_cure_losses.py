@@ -230,7 +230,7 @@ def test_a_cure_not_chosen_is_not_computed_and_the_exact_kl_is_always_logged(tea
                          generator=torch.Generator().manual_seed(1))
         logits = completion_logits(model, rollout)
     route = {d: TEACHER_OF.format(d) for d in ("binding", "recall")}
-    scores = routing.score(bank, rollout, route, k=8)
+    scores = routing.teacher_outputs(bank, rollout, route, k=8)
     exact = reverse_kl(logits, scores.logits, rollout.completion_mask)[1]["kl"]
     calls = []
     real = {"forward_kl": distill.forward_kl, "jsd_loss": distill.jsd_loss}

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, runs, train_student, train_teacher
+from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, runs, train_grpo, train_student
 
 FILES = {"teacher": ("metrics.jsonl",), "student": ("metrics.jsonl", "trace.json")}
 
@@ -20,7 +20,7 @@ def train(tiny, add_teachers, tmp_path, monkeypatch):
         bank = AdapterBank(copy.deepcopy(tiny[0]), tiny[1])
         common = dict(steps=4, seed=seed, eval_every=2, eval_n=4, experiment="det", progress=False)
         if kind == "teacher":
-            result = train_teacher(bank, GRPOConfig(domain="binding", prompts_per_step=4, group_size=4, **common))
+            result = train_grpo(bank, GRPOConfig(domain="binding", prompts_per_step=4, group_size=4, **common))
         else:
             add_teachers(bank)  # fixed teachers: the seed under test is the student's
             result = train_student(bank, MOPDConfig(prompts_per_domain=2, topk=8, track_steps=(1, 4),

@@ -158,16 +158,16 @@ def test_objective_is_zero_when_the_student_is_the_teacher(teacher_bank, perturb
         student_logits = completion_logits(model, rollout)
     mask = rollout.completion_mask.bool()
 
-    self_scores = routing.score(bank, rollout, {"binding": "student", "recall": "twin"}, k=cfg.topk)
+    self_scores = routing.teacher_outputs(bank, rollout, {"binding": "student", "recall": "twin"}, k=cfg.topk)
     value, info = mopd_objective(cfg, student_logits, rollout, self_scores)
-    # ~0 up to fp32 rounding: the routed pass scores with the merged weights W + s B A of the tiny
-    # base (routing.MERGED_LIMIT), the student's forward with W and B A apart
+    # ~0 up to fp32 rounding: the routed pass scores with the folded weights W + s B A of the tiny
+    # base (routing.FOLDED_LIMIT), the student's forward with W and B A apart
     assert abs(value.item()) < 5e-5
     for key in ("kl", "sampled_kl", "advantage_raw", "advantage", "loss"):
         assert info[key][mask].abs().max() < 5e-5, key
     assert info["clipped"].sum() == 0
 
-    real = routing.score(bank, rollout, TEACHERS, k=cfg.topk)
+    real = routing.teacher_outputs(bank, rollout, TEACHERS, k=cfg.topk)
     _, info = mopd_objective(cfg, student_logits, rollout, real)
     assert info["kl"][mask].mean() > 1e-3
 
@@ -177,7 +177,7 @@ def test_objective_gradient_reaches_the_student_only(teacher_bank, mixed_example
     with teacher_bank.use("teacher_binding") as model:
         rollout = sample(model, teacher_bank.tokenizer, mixed_examples, max_new_tokens=4,
                          generator=torch.Generator().manual_seed(1))
-    scores = routing.score(teacher_bank, rollout, TEACHERS, k=8)
+    scores = routing.teacher_outputs(teacher_bank, rollout, TEACHERS, k=8)
     for loss in LOSSES:
         logits = torch.randn(scores.logits.shape, generator=torch.Generator().manual_seed(2), requires_grad=True)
         value, _ = mopd_objective(MOPDConfig(loss=loss, topk=8), logits, rollout, scores)

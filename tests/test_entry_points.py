@@ -118,7 +118,7 @@ def test_every_public_function_of_a_module_the_course_uses_is_guarded(name):
 def test_the_documented_list_names_every_guarded_module():
     """docs/reliability.md lists the entry points the validator covers."""
     text = (ROOT / "docs" / "reliability.md").read_text()
-    for name in ("train_student", "train_teacher", "train_offline", "collect", "sample", "generate_answers",
+    for name in ("train_student", "train_grpo", "train_offline", "collect", "sample", "generate_answers",
                  "evaluate", "load_base", "get_domains", "AdapterBank", "Domain", "lab", "widgets", "losses",
                  "cost", "--domain", "--domains", "--adapters", "--density"):
         assert f"`{name}" in text, name
@@ -144,7 +144,7 @@ def cases(tiny, examples):
         (lambda: generate_answers(model, tok, "one prompt"),
          r"generate_answers: prompts='one prompt' is not a list .*; for one item give a tuple: prompts=\('one prompt',\)"),
         (lambda: train_student(None, {"loss": "kl"}), r"distill.train_student: cfg=\{'loss': 'kl'\} is not an instance of MOPDConfig"),
-        (lambda: mopd_mini.train_teacher(None, MOPDConfig()), r"grpo.train_teacher: cfg=MOPDConfig\(.*is not an instance of GRPOConfig"),
+        (lambda: mopd_mini.train_grpo(None, MOPDConfig()), r"grpo.train_grpo: cfg=MOPDConfig\(.*is not an instance of GRPOConfig"),
         (lambda: evaluate(None, ["base"], n=2.0), r"evaluation.evaluate: n=2.0 is not an int"),
         (lambda: evaluate(None, ["base"], split=1), r"evaluation.evaluate: split=1 is not a str"),
         (lambda: get_domains(5), r"domains.get_domains: names=5 is not a str or a tuple"),
@@ -175,8 +175,8 @@ def cases(tiny, examples):
         (lambda: losses.topk_reverse_kl(z, z.long(), z, mask, support="no"), r"support='no' is not a bool"),
         (lambda: cost.flops({}, N=1.5, n=2), r"cost.flops: N=1.5 is not an int"),
         # the modules the notebooks import (course_modules): routing, merge, plots, views, evidence, starting_points, ...
-        (lambda: routing.score(bank, rollout, {"binding": "teacher_binding"}, k="8"), r"routing.score: k='8' is not an int"),
-        (lambda: routing.score(bank, rollout, "teacher_binding"), r"routing.score: route='teacher_binding' is not a dict"),
+        (lambda: routing.teacher_outputs(bank, rollout, {"binding": "teacher_binding"}, k="8"), r"routing.teacher_outputs: k='8' is not an int"),
+        (lambda: routing.teacher_outputs(bank, rollout, "teacher_binding"), r"routing.teacher_outputs: route='teacher_binding' is not a dict"),
         (lambda: merge.merge(bank, "m", {"teacher_binding": 1.0}, how=3), r"merge.merge: how=3 is not a str"),
         (lambda: merge.merge_sweep(bank, [(1.0, "0")], ("a", "b")), r"merge.merge_sweep: weights=\[\(1.0, '0'\)\] is not a list"),
         (lambda: plots.save(None, 3), r"plots.save: name=3 is not a str"),

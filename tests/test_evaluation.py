@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import factworld
-from mopd_mini import GRPOConfig, evaluate, format_table, normalised_scores, train_teacher
+from mopd_mini import GRPOConfig, evaluate, format_table, normalised_scores, train_grpo
 from mopd_mini.evaluation import accuracy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,4 +125,4 @@ def test_evaluate_on_the_validation_split(teacher_bank, tiny):
     with pytest.raises(ValueError, match="split"):
         evaluate(teacher_bank, ["base"], n=2, split="train")
     with pytest.raises(ValueError, match="eval_split"):
-        train_teacher(teacher_bank, GRPOConfig(eval_split="dev", experiment=None, progress=False))
+        train_grpo(teacher_bank, GRPOConfig(eval_split="dev", experiment=None, progress=False))

@@ -1,4 +1,4 @@
-"""Tests for the verl export (mopd_mini.export): from a few-step tiny course run, the merged
+"""Tests for the verl export (mopd_mini.export): from a few-step tiny course run, the folded
 teachers equal their adapters, the parquet reads back with the routing column and the gold answers,
 the reward file scores right and wrong answers, the YAML round-trips onto verl's keys, objectives
 verl does not have are refused, and verl 0.9.1 itself (in .venv-verl) loads the export and rejects
@@ -50,8 +50,8 @@ def test_export_writes_every_file(exported):
         assert (out / f).is_file(), f
 
 
-def test_merged_teachers_have_the_adapters_logits(exported, tiny):
-    """The saved merged checkpoint, reloaded, gives the adapter model's logits; and the teacher
+def test_folded_teachers_have_the_adapters_logits(exported, tiny):
+    """The saved folded checkpoint, reloaded, gives the adapter model's logits; and the teacher
     is not the base (so the check could fail)."""
     from transformers import AutoModelForCausalLM
 

@@ -109,24 +109,24 @@ def test_a_failed_re_export_leaves_the_old_export_whole(run, exported_a, tmp_pat
     out = tmp_path / "out"
     shutil.copytree(exported_a, out)
     before = digest(out)
-    real_merge, real_replace, calls = export.merge_teacher, os.replace, []
+    real_fold, real_replace, calls = export.fold_teacher, os.replace, []
 
     def fail(*a, **k):
         raise RuntimeError("killed")
 
-    def merge_then_fail(*a, **k):
+    def fold_then_fail(*a, **k):
         calls.append(1)
         if len(calls) == 2:
-            real_merge(*a, **k)  # the second teacher is fully written, then the export dies
+            real_fold(*a, **k)  # the second teacher is fully written, then the export dies
             raise RuntimeError("killed")
-        return real_merge(*a, **k)
+        return real_fold(*a, **k)
 
     def replace_once(src, dst):
         real_replace(src, dst)
         if Path(dst).name == "out" and Path(dst).parent.name.startswith(".out.old-"):
             raise RuntimeError("killed")  # the old export is aside, the new one not yet in place
 
-    patch = {"before the teachers": ("save_base", fail), "during the teachers": ("merge_teacher", merge_then_fail),
+    patch = {"before the teachers": ("save_base", fail), "during the teachers": ("fold_teacher", fold_then_fail),
              "after the teachers": ("write_parquet", fail), "at the last file": ("write_yaml", fail)}
     if where == "between the renames":  # where the system cannot swap two folders atomically
         monkeypatch.setattr(export_folder, "_exchange", lambda a, b: False)
@@ -146,16 +146,16 @@ def test_a_failed_re_export_leaves_the_old_export_whole(run, exported_a, tmp_pat
 SIGKILL_SCRIPT = r"""
 import os, signal, sys
 from mopd_mini import export
-from mopd_mini.export import write   # build() looks merge_teacher and write_yaml up there
+from mopd_mini.export import write   # build() looks fold_teacher and write_yaml up there
 point, argv = sys.argv[1], sys.argv[2:]
-real_merge, calls = export.merge_teacher, []
-def merge(*a, **k):
+real_fold, calls = export.fold_teacher, []
+def fold(*a, **k):
     calls.append(1)
-    result = real_merge(*a, **k)
+    result = real_fold(*a, **k)
     if point == "teacher" and len(calls) == 1:   # binding's teacher rewritten: the issue's kill point
         os.kill(os.getpid(), signal.SIGKILL)
     return result
-write.merge_teacher = merge
+write.fold_teacher = fold
 real_yaml = export.write_yaml
 def write_yaml(*a, **k):
     if point == "yaml":
@@ -211,7 +211,7 @@ def test_the_runs_teachers_map_is_exported(run, tmp_path):
     assert info["teachers"]["binding"].endswith("teacher_binding_r2")
     assert info["mopd_config"]["teachers"] == {"binding": "teacher_binding_r2", "recall": BASE}
     r2 = digest(r / "teacher_binding_r2")
-    assert r2 == digest(r / "teacher_recall")  # the exported binding teacher is the recall adapter's merge
+    assert r2 == digest(r / "teacher_recall")  # the exported binding teacher is the recall adapter folded in
     merged = out / "teachers" / "binding" / "model.safetensors"
     assert merged.exists()
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from mopd_mini import GRPOConfig, MOPDConfig, cli, grpo, runs, train_student, train_teacher
+from mopd_mini import GRPOConfig, MOPDConfig, cli, grpo, runs, train_grpo, train_student
 from mopd_mini.export import MARKER, main
 from mopd_mini.config import OfflineConfig
 from mopd_mini.offline import collect
@@ -66,7 +66,7 @@ def test_a_crafted_checkpoint_is_refused_and_its_payload_never_runs(bank, runs_d
     path = crafted(runs_dir / "evil" / "teacher_binding", marker)
     with pytest.raises(ValueError, match=r"refused to load the checkpoint .*evil/teacher_binding/checkpoint.pt: .*"
                                          r"GLOBAL exec was not an allowed global by default\), .*nothing of it was run"):
-        train_teacher(bank, teacher_config(experiment="evil"))
+        train_grpo(bank, teacher_config(experiment="evil"))
     assert not marker.exists()
     with pytest.raises(ValueError, match=r"refused to load the checkpoint"):
         runs.load_checkpoint(path)
@@ -86,7 +86,7 @@ def test_the_command_line_refuses_a_crafted_checkpoint(tmp_path, capsys):
 
 
 def test_every_checkpoint_a_trainer_writes_loads_with_weights_only(teacher_bank, runs_dir):
-    train_teacher(teacher_bank, teacher_config(name="t", steps=1))
+    train_grpo(teacher_bank, teacher_config(name="t", steps=1))
     train_student(teacher_bank, student_config(steps=1))
     for folder in ("t", "student"):
         state = torch.load(runs_dir / "g" / folder / "checkpoint.pt", weights_only=True)
@@ -137,7 +137,7 @@ def test_a_forced_non_finite_update_is_never_checkpointed(bank, runs_dir, monkey
         saved.append(torch.load(self.dir / "checkpoint.pt", weights_only=True))
 
     monkeypatch.setattr(runs.Run, "save", save)
-    run = train_teacher(bank, teacher_config(steps=3, checkpoint_every=1, prompts_per_step=4))
+    run = train_grpo(bank, teacher_config(steps=3, checkpoint_every=1, prompts_per_step=4))
     trained = [r for r in run.metrics if "skipped_nonfinite" in r]
     assert [r.get("nonfinite") for r in trained].count("update") == 1
     assert [s["step"] for s in saved] == [1, 2, 3]
@@ -339,12 +339,12 @@ def test_every_override_the_export_applies_is_recorded(run, tmp_path):
 SIGTERM_SCRIPT = r"""
 import os, signal, sys
 from mopd_mini import export
-argv, real_merge = sys.argv[1:], export.merge_teacher
-def merge(*a, **k):
-    result = real_merge(*a, **k)
+argv, real_fold = sys.argv[1:], export.fold_teacher
+def fold(*a, **k):
+    result = real_fold(*a, **k)
     os.kill(os.getpid(), signal.SIGTERM)   # the binding teacher is in the staging folder
     return result
-export.write.merge_teacher = merge       # build() looks it up in its own module
+export.write.fold_teacher = fold         # build() looks it up in its own module
 export.main(argv)
 """
 

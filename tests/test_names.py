@@ -19,9 +19,6 @@ REVIEWED = {
     "merge_sweep": "plots.X draws what the library's X computes (the course's figures)",
     "interrupted": "the hook `cli.interrupt.run_main` takes from a command's module (course, export): each module's "
                    "own account of what a Ctrl-C kept, one meaning",
-    "score": "two packages, each name read with its package: factworld.score grades one answer (the task's "
-             "reward), routing.score gives a rollout's teacher log-probabilities (the engine's); every page and "
-             "notebook calls both so",
 }
 
 

@@ -12,7 +12,7 @@ import stat
 import pytest
 import torch
 
-from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, load_base, runs, train_student, train_teacher
+from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, load_base, runs, train_grpo, train_student
 from mopd_mini.adapters import atomic_write, check_adapter_name
 from mopd_mini.merge import merge
 from mopd_mini.config import OfflineConfig
@@ -42,7 +42,7 @@ def files(folder):
 
 def trained_teachers(bank):
     for d in ("binding", "recall"):
-        train_teacher(bank, teacher(domain=d))
+        train_grpo(bank, teacher(domain=d))
 
 
 # ------------------------------------------------------------------------------ item 1: roles
@@ -87,7 +87,7 @@ def test_no_trainer_trains_over_another_roles_adapter(bank, runs_dir):
     trained_teachers(bank)
     train_student(bank, student())
     with pytest.raises(ValueError, match=r"is an MOPD student \(train_student\); a GRPO adapter"):
-        train_teacher(bank, teacher(name="student"))
+        train_grpo(bank, teacher(name="student"))
     with pytest.raises(ValueError, match=r"is a teacher's name; give the student another name"):
         train_offline(bank, OfflineConfig(name="teacher_binding", experiment="x", steps=1, prompts_per_domain=2,
                                           samples_per_prompt=2, progress=False, eval_every=0))
@@ -100,12 +100,12 @@ def test_no_trainer_trains_over_another_roles_adapter(bank, runs_dir):
 
 def test_an_adapter_without_a_checkpoint_is_never_retrained(bank, runs_dir):
     """Same role, but nothing to resume from: training from step 1 would replace the weights."""
-    train_teacher(bank, teacher())
+    train_grpo(bank, teacher())
     folder = runs_dir / "x" / "teacher_binding"
     (folder / "checkpoint.pt").unlink()
     before = files(folder)
     with pytest.raises(ValueError, match=r"holds a trained adapter but no checkpoint.pt to resume from"):
-        train_teacher(bank, teacher())
+        train_grpo(bank, teacher())
     assert files(folder) == before
 
 
@@ -160,14 +160,14 @@ def test_merges_own_check_answers_the_packages_callers(teacher_bank, w, pattern)
 @pytest.mark.parametrize("experiment", ["", " ", "../escaped", "a/../../b", "/tmp/abs", "a//b", ".", "x "])
 def test_run_folders_cannot_be_empty_or_escape_runs(bank, runs_dir, experiment):
     with pytest.raises(ValueError, match=r"is not a folder name inside"):
-        train_teacher(bank, teacher(experiment=experiment))
+        train_grpo(bank, teacher(experiment=experiment))
     assert not runs_dir.exists() and bank.names == []
 
 
 @pytest.mark.parametrize("name", ["../t", "a/b", "a.b", " t", ".."])
 def test_adapter_names_cannot_escape_their_folder(bank, runs_dir, name):
     with pytest.raises(ValueError, match=r"the adapter name .* must be a non-empty name"):
-        train_teacher(bank, teacher(name=name))
+        train_grpo(bank, teacher(name=name))
     assert not runs_dir.exists() and bank.names == []
 
 
@@ -182,7 +182,7 @@ def test_a_runs_folder_that_cannot_be_made_fails_before_any_compute(bank, runs_d
     calls = []
     monkeypatch.setattr("mopd_mini.grpo.sample", lambda *a, **k: calls.append(1))
     with pytest.raises(ValueError, match=r"cannot create the run folder .*is a file, not a folder"):
-        train_teacher(bank, teacher())
+        train_grpo(bank, teacher())
     assert calls == []
 
 
@@ -194,7 +194,7 @@ def test_a_read_only_runs_folder_fails_before_any_compute(bank, runs_dir, monkey
     monkeypatch.setattr("mopd_mini.grpo.sample", lambda *a, **k: calls.append(1))
     with pytest.raises(ValueError, match=r"cannot write the run folder .*runs/x/teacher_binding: .*runs is not "
                                          r"writable by this user.*experiment=None"):
-        train_teacher(bank, teacher())
+        train_grpo(bank, teacher())
     assert calls == [] and list(runs_dir.iterdir()) == []
 
 
@@ -208,7 +208,7 @@ def test_a_foreign_teachers_name_and_an_adapters_cannot_collide(bank, tok):
         bank.create("t_other")
     assert "t_other" not in bank.names
     with pytest.raises(ValueError, match=r"is a foreign teacher of this bank .* never trains over it"):
-        train_teacher(bank, teacher(name="t_other", experiment=None))
+        train_grpo(bank, teacher(name="t_other", experiment=None))
     bank.create("mine")
     with pytest.raises(ValueError, match=r"'mine' is already an adapter of this bank"):
         bank.add_foreign("mine", other, "teacher_binding")
@@ -222,7 +222,7 @@ def test_files_are_as_readable_as_the_umask_says(bank, runs_dir, umask):
     old = os.umask(umask)
     try:
         atomic_write(runs_dir / "f.txt", b"x")
-        train_teacher(bank, teacher())
+        train_grpo(bank, teacher())
     finally:
         os.umask(old)
     folder = runs_dir / "x" / "teacher_binding"

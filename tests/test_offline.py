@@ -101,7 +101,7 @@ def test_offline_student_learns_its_own_objective(offline_bank, loss):
             logits = completion_logits(model, packed)
             if loss == "ce":
                 return cross_entropy(logits, packed.completion_ids, packed.completion_mask)[0].item()
-            teacher = routing.score(bank, packed, cfg.route, k=1).logits
+            teacher = routing.teacher_outputs(bank, packed, cfg.route, k=1).logits
             return forward_kl(logits, teacher, packed.completion_mask)[0].item()
 
     at_base = objective("base")

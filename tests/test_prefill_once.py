@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from mopd_mini import GRPOConfig, LoraSettings, MOPDConfig, train_student, train_teacher
+from mopd_mini import GRPOConfig, LoraSettings, MOPDConfig, train_grpo, train_student
 from mopd_mini import distill, grpo
 from mopd_mini.domains import get_domains
 from mopd_mini.rollout import completion_logits, prefill_reusable, sample, token_logprobs
@@ -100,9 +100,9 @@ def test_twenty_mopd_steps_equal_the_two_pass_trainer(teacher_bank, monkeypatch)
 def test_grpo_steps_equal_the_two_pass_trainer(bank, monkeypatch):
     cfg = GRPOConfig(domain="binding", steps=10, prompts_per_step=4, group_size=4, eval_every=0,
                      experiment=None, progress=False, name="prefill_grpo")
-    once = train_teacher(bank, cfg)
+    once = train_grpo(bank, cfg)
     monkeypatch.setattr(grpo, "prefill_reusable", lambda model, checkpointing: False)
-    two = train_teacher(bank, cfg)
+    two = train_grpo(bank, cfg)
     assert any("loss" in r for r in once.metrics)                        # some groups trained
     for a, b in zip(once.metrics, two.metrics):
         assert close(a, b), {k: (a[k], b.get(k)) for k in a if a[k] != b.get(k)}

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 import factworld
-from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, load_base, routing, train_student, train_teacher
+from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, load_base, routing, train_grpo, train_student
 from mopd_mini import tokenizer as tokenizers
 from mopd_mini.distill import LOSSES, mopd_objective
 from mopd_mini.models import QWEN3_RANDOM
@@ -115,12 +115,12 @@ def test_load_base_quantises_every_linear_layer_on_cpu(folder, nf4, twin):
 
 def test_routed_scores_on_nf4_equal_swap_and_the_twin(nf4, twin, rollout):
     """Each row scored by its own domain's teacher: the routed pass (low-rank updates; a quantised base
-    has no merged weights) gives the swap pass's log-probs, and the twin's."""
+    has no folded weights) gives the swap pass's log-probs, and the twin's."""
     layers = routing.lora_layers(nf4)
-    assert routing.merged_weights(nf4, layers, sorted(TEACHERS.values())) is None
-    mixed = routing.score(nf4, rollout, TEACHERS, mode="mixed", k=8)
-    swap = routing.score(nf4, rollout, TEACHERS, mode="swap", k=8)
-    other = routing.score(twin, rollout, TEACHERS, mode="mixed", k=8)
+    assert routing.folded_weights(nf4, layers, sorted(TEACHERS.values())) is None
+    mixed = routing.teacher_outputs(nf4, rollout, TEACHERS, mode="mixed", k=8)
+    swap = routing.teacher_outputs(nf4, rollout, TEACHERS, mode="swap", k=8)
+    other = routing.teacher_outputs(twin, rollout, TEACHERS, mode="mixed", k=8)
     mask = rollout.completion_mask.bool()
     torch.testing.assert_close(mixed.logprobs[mask], swap.logprobs[mask], rtol=0, atol=LOGIT_ATOL)
     torch.testing.assert_close(mixed.logprobs[mask], other.logprobs[mask], rtol=0, atol=LOGIT_ATOL)
@@ -144,7 +144,7 @@ def test_adapter_gradients_on_nf4_equal_the_twins_in_every_layer(nf4, twin, roll
     """Every MOPD loss's gradient into every adapter tensor of the student (layer 0's too, which is
     reached only through the layers above and their frozen 4-bit weights) equals the twin's."""
     part = rollout.rows(rows)
-    teacher = routing.score(twin, part, TEACHERS, k=8)
+    teacher = routing.teacher_outputs(twin, part, TEACHERS, k=8)
     for loss_name in LOSSES:
         g4, g32 = _grads(nf4, part, loss_name, teacher), _grads(twin, part, loss_name, teacher)
         assert any("layers.0." in n for n in g4) and set(g4) == set(g32)
@@ -171,14 +171,14 @@ def test_one_mopd_step_per_loss_on_the_nf4_base(nf4, loss):
 
 
 def test_one_grpo_step_on_the_nf4_base(nf4, monkeypatch):
-    """train_teacher runs one GRPO step on the NF4 base and updates its adapter (rewards forced to
+    """train_grpo runs one GRPO step on the NF4 base and updates its adapter (rewards forced to
     differ within each group, since a random model never answers right)."""
     from mopd_mini.rollout import Rollout
 
     monkeypatch.setattr(Rollout, "rewards", lambda self, tok: torch.arange(len(self.examples)).remainder(2).float())
     cfg = GRPOConfig.for_model("qwen3", domain="recall", steps=1, prompts_per_step=1, group_size=2, eval_every=0,
                                experiment=None, progress=False, name="nf4_grpo")
-    row = train_teacher(nf4, cfg).metrics[0]
+    row = train_grpo(nf4, cfg).metrics[0]
     assert row["groups_kept"] == 1.0 and math.isfinite(row["loss"])
     assert any(p.abs().sum() > 0 for n, p in nf4.parameters("nf4_grpo").items() if "lora_B" in n)
 

@@ -431,12 +431,12 @@ def test_the_chain_reward_is_the_final_answer_only(tiny):
 def test_a_grpo_step_runs_on_each_regime_domain(bank):
     """The existing trainer takes the new domains as they are (one step each; chain needs room for
     its trace: max_new_tokens=8, and the budget check says so when it is 4)."""
-    from mopd_mini import GRPOConfig, train_teacher
+    from mopd_mini import GRPOConfig, train_grpo
 
     for name in REGIME_DOMAINS:
-        run = train_teacher(bank, GRPOConfig(domain=name, steps=1, prompts_per_step=2, group_size=2, max_new_tokens=8,
-                                             eval_every=1, eval_n=2, experiment=None, progress=False))
+        run = train_grpo(bank, GRPOConfig(domain=name, steps=1, prompts_per_step=2, group_size=2, max_new_tokens=8,
+                                          eval_every=1, eval_n=2, experiment=None, progress=False))
         assert {f"acc/{name}/L{L}" for L in REGIME_DOMAINS[name].eval_lengths} <= set(run.metrics[-1])
     with pytest.raises(ValueError, match="max_new_tokens >= 8"):
-        train_teacher(bank, GRPOConfig(domain="chain", name="short", steps=1, max_new_tokens=4, experiment=None,
-                                       progress=False))
+        train_grpo(bank, GRPOConfig(domain="chain", name="short", steps=1, max_new_tokens=4, experiment=None,
+                                    progress=False))

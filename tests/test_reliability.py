@@ -20,7 +20,7 @@ import torch
 from transformers import Qwen3ForCausalLM
 
 from mopd_mini import (AdapterBank, Domain, GRPOConfig, MOPDConfig, evaluate, load_base, train_student,
-                       train_teacher)
+                       train_grpo)
 from mopd_mini import distill, grpo, runs
 from mopd_mini.adapters import ORIGIN_FILE
 from mopd_mini.models import TINY_DIR, _quantization_config, tiny_config
@@ -79,11 +79,11 @@ def assert_unchanged(bank, before):
     (dict(checkpoint_every=0), r"checkpoint_every must be >= 1"),
 ], ids=lambda v: "-".join(f"{k}={x}" for k, x in v.items()) if isinstance(v, dict) else None)
 def test_grpo_config_refuses_bad_values(teacher_bank, runs_dir, bad, pattern):
-    """GRPOConfig.check (called first by train_teacher) names the field; the bank's adapters keep their
+    """GRPOConfig.check (called first by train_grpo) names the field; the bank's adapters keep their
     weights and nothing is written."""
     before = snapshot(teacher_bank)
     with pytest.raises(ValueError, match=pattern):
-        train_teacher(teacher_bank, teacher_config(**bad))
+        train_grpo(teacher_bank, teacher_config(**bad))
     assert_unchanged(teacher_bank, before)
     assert not runs_dir.exists()
 
@@ -116,7 +116,7 @@ def test_prompt_beyond_the_context_writes_nothing(bank, runs_dir):
     limit = bank.base.config.max_position_embeddings
     with pytest.raises(ValueError, match=rf"exceeds the model's context of {limit}; use a shorter FactWorld "
                                          r"length or fewer max_new_tokens"):
-        train_teacher(bank, teacher_config(max_new_tokens=limit))
+        train_grpo(bank, teacher_config(max_new_tokens=limit))
     assert not runs_dir.exists()
 
 
@@ -210,7 +210,7 @@ def test_inf_logits_skip_the_teacher_step(bank, runs_dir, monkeypatch):
     weight moves on it; the other updates go through."""
     poison(monkeypatch, grpo, call=2, make_bad=lambda z: z.index_fill(-1, torch.tensor([0]), float("inf")))
     updates = record_updates(monkeypatch, grpo)
-    run = train_teacher(bank, teacher_config(steps=4, prompts_per_step=4, group_size=6, temperature=2.0))
+    run = train_grpo(bank, teacher_config(steps=4, prompts_per_step=4, group_size=6, temperature=2.0))
     assert len(updates) >= 3, "too few groups with mixed rewards to test a skipped update"
     assert updates[1] == (True, False) and all(u == (False, True) for i, u in enumerate(updates) if i != 1)
     updated = [row for row in runs.read_metrics(run.dir) if "loss" in row]    # the steps that had an update
@@ -345,13 +345,13 @@ def test_unreadable_checkpoint_says_delete_it(bank, runs_dir):
     folder.mkdir(parents=True)
     (folder / "checkpoint.pt").write_bytes(b"garbage")
     with pytest.raises(ValueError, match=r"checkpoint .*checkpoint.pt is unreadable .*delete it to start over"):
-        train_teacher(bank, teacher_config())
+        train_grpo(bank, teacher_config())
 
 
 def test_resuming_with_another_config_is_refused(bank, runs_dir):
     """The same experiment with another config (other than steps) is refused: another name, or delete."""
-    train_teacher(bank, teacher_config(steps=1))
-    train_teacher(bank, teacher_config(steps=2))                 # more steps: a resumption, fine
+    train_grpo(bank, teacher_config(steps=1))
+    train_grpo(bank, teacher_config(steps=2))                 # more steps: a resumption, fine
     with pytest.raises(ValueError, match=r"holds a run with another config \(lr: saved 0.001, now 0.005\); "
                                          r"use another experiment name"):
-        train_teacher(bank, teacher_config(steps=2, lr=5e-3))
+        train_grpo(bank, teacher_config(steps=2, lr=5e-3))

@@ -19,7 +19,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from mopd_mini import AdapterBank, GRPOConfig, runs, train_teacher
+from mopd_mini import AdapterBank, GRPOConfig, runs, train_grpo
 
 STEPS = 12
 ADAPTER = {"teacher": "teacher_binding", "student": "student", "gkd_student": "student"}
@@ -28,7 +28,7 @@ import os, signal, sys
 from pathlib import Path
 import torch
 torch.set_num_threads(1)
-from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, load_base, runs, train_student, train_teacher
+from mopd_mini import AdapterBank, GRPOConfig, MOPDConfig, load_base, runs, train_grpo, train_student
 
 kind, root, steps, die_at_save = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 runs.RUNS_DIR = root
@@ -47,7 +47,7 @@ if die_at_save:  # SIGKILL this process half-way through writing its die_at_save
 bank = AdapterBank(*load_base("tiny", device="cpu"))
 common = dict(steps=steps, checkpoint_every=2, eval_every=4, eval_n=4, experiment="resume", progress=False)
 if kind == "teacher":
-    train_teacher(bank, GRPOConfig(domain="binding", prompts_per_step=4, group_size=4, **common))
+    train_grpo(bank, GRPOConfig(domain="binding", prompts_per_step=4, group_size=4, **common))
 else:  # two fixed, distinct teachers: seeded adapters with seeded noise on lora_B
     for i, name in enumerate(["teacher_binding", "teacher_recall"]):
         bank.create(name, seed=i + 1)
@@ -163,7 +163,7 @@ def test_a_failed_save_keeps_the_previous_checkpoint_and_leaves_no_temporary(tin
 
     def train(root):
         monkeypatch.setattr(runs, "RUNS_DIR", root)
-        return train_teacher(AdapterBank(copy.deepcopy(tiny[0]), tiny[1]), cfg)
+        return train_grpo(AdapterBank(copy.deepcopy(tiny[0]), tiny[1]), cfg)
 
     reference = train(tmp_path / "reference")
     real_replace, saves = os.replace, []

@@ -181,7 +181,7 @@ def test_routed_scoring_and_the_three_losses_at_the_real_vocabulary(qwen_bank):
     with bank.use("student") as model:
         rollout = sample(model, bank.tokenizer, examples, max_new_tokens=4, generator=torch.Generator().manual_seed(1))
     mask = rollout.completion_mask
-    teacher = routing.score(bank, rollout, TEACHERS, mode="mixed", k=64)
+    teacher = routing.teacher_outputs(bank, rollout, TEACHERS, mode="mixed", k=64)
     assert teacher.logits.shape == (4, mask.shape[1], 151_936)
     ids = rollout.completion_ids
     for b, ex in enumerate(examples):  # each row scored by its own domain's teacher alone
@@ -223,10 +223,10 @@ def test_a_budget_too_short_for_the_answer_is_refused(qwen_bank, bank):
     The tiny tokenizer's answers (3 tokens with the end of turn) fit the same budget."""
     with pytest.raises(ValueError, match=r"max_new_tokens=4 cannot hold the answer .* use max_new_tokens >= \d"):
         train_student(qwen_bank, MOPDConfig(steps=1, experiment=None, progress=False))
-    from mopd_mini import train_teacher
+    from mopd_mini import train_grpo
 
     with pytest.raises(ValueError, match="max_new_tokens=4 cannot hold"):
-        train_teacher(qwen_bank, GRPOConfig(domain="recall", steps=1, experiment=None, progress=False))
+        train_grpo(qwen_bank, GRPOConfig(domain="recall", steps=1, experiment=None, progress=False))
     from mopd_mini.rollout import check_budget
 
     check_budget(bank.tokenizer, dict(DOMAINS), 3)  # tiny: every answer + end of turn in 3 tokens

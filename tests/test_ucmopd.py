@@ -7,7 +7,7 @@ On the branch that added the options they were made by the trainer BEFORE the op
 AdamW: equal gradients, floats equal only to rounding; the test split re-drawn for the val split)
 moved them, so at the merge they were regenerated from the merged trainer with the options off,
 whose off path is the plain `mopd_objective` branch of `train_student`; and again when the routed
-teachers began scoring with merged weights on small bases (`routing.MERGED_LIMIT`: the same
+teachers began scoring with folded weights on small bases (`routing.FOLDED_LIMIT`: the same
 scores up to fp32 rounding). To regenerate after a deliberate change to the MOPD loop:
 
     PYTHONPATH=. python tests/test_ucmopd.py      # writes tests/data/mopd_off_reference.json
@@ -56,7 +56,7 @@ if __name__ == "__main__":  # write the reference from whatever mopd_mini is on 
 from mopd_mini import AdapterBank, MOPDConfig, routing, train_student  # noqa: E402
 from mopd_mini.distill import ucmopd_objective  # noqa: E402
 from mopd_mini.losses import reverse_kl, topk_reverse_kl  # noqa: E402
-from mopd_mini.routing import TeacherScores  # noqa: E402
+from mopd_mini.routing import TeacherOutputs  # noqa: E402
 from mopd_mini.rollout import Rollout, completion_logits, sample  # noqa: E402
 from mopd_mini.config import Endorsement, GoldenGain  # noqa: E402
 from mopd_mini.ucmopd import (endorsement_keep_prob, endorsement_mask, entropy, golden_gain_keep,  # noqa: E402
@@ -219,7 +219,7 @@ def hand_case():
                       sample_logprobs=torch.zeros(B, C),   # the sampler's: ucmopd must not read them
                       ended=torch.ones(B, dtype=torch.bool))
     top = teacher_logprobs.topk(2, dim=-1)
-    teacher = TeacherScores(logprobs=teacher_logprobs[..., 0], topk_ids=top.indices, topk_logprobs=top.values,
+    teacher = TeacherOutputs(logprobs=teacher_logprobs[..., 0], topk_ids=top.indices, topk_logprobs=top.values,
                             logits=teacher_logits)
     log_s = torch.tensor([[s for s, _, _ in row] for row in tokens])
     return rollout, teacher, student_logits, log_s, mask
@@ -341,13 +341,13 @@ def test_foreign_teacher_scores_its_rows(teacher_bank, other_bank, mixed_example
     rollout = sample(tiny[0], tiny[1], mixed_examples, temperature=2.0, max_new_tokens=4,
                      generator=torch.Generator().manual_seed(0))
     route = {"binding": "foreign_binding", "recall": "teacher_recall"}
-    scores = routing.score(teacher_bank, rollout, route, mode=mode, k=8)
+    scores = routing.teacher_outputs(teacher_bank, rollout, route, mode=mode, k=8)
     for domain, bank, adapter in (("binding", other_bank, "teacher_binding"), ("recall", teacher_bank, "teacher_recall")):
         rows = [i for i, d in enumerate(rollout.domains) if d == domain]
         with bank.use(adapter) as model, torch.no_grad():
             alone = completion_logits(model, rollout.rows(rows))
         torch.testing.assert_close(scores.logits[rows], alone, rtol=1e-5, atol=1e-5)   # fp32: a batch of other shape sums in another order
-    own = routing.score(teacher_bank, rollout, TEACHERS, mode=mode, k=8)
+    own = routing.teacher_outputs(teacher_bank, rollout, TEACHERS, mode=mode, k=8)
     assert (own.logits - scores.logits).abs().max() > 1e-3   # it is not the bank's own binding teacher
 
 

@@ -206,7 +206,7 @@ def test_one_grid_cell_recomputes_from_the_full_mode_teachers(monkeypatch, base_
     import os
     from pathlib import Path
 
-    from mopd_mini import AdapterBank, GRPOConfig, train_teacher
+    from mopd_mini import AdapterBank, GRPOConfig, train_grpo
 
     folder = Path(os.environ.get("MOPD_GRID_RUNS", Path(lab.__file__).parents[1] / "notebooks")).resolve()
     if not all((folder / "runs" / "course" / f"teacher_{d}" / "adapter_model.safetensors").exists()
@@ -215,7 +215,7 @@ def test_one_grid_cell_recomputes_from_the_full_mode_teachers(monkeypatch, base_
     monkeypatch.chdir(folder)
     bank = AdapterBank(base_copy, tok)
     for d in MOPDConfig().domains:
-        train_teacher(bank, GRPOConfig(domain=d, progress=False))      # reloads the finished teacher
+        train_grpo(bank, GRPOConfig(domain=d, progress=False))      # reloads the finished teacher
     committed = lab.grid_cell(lab.load_grid(), "kl")["metrics"]
     again = lab.run_cell(bank, {"loss": "kl"})
     assert [r["step"] for r in again] == [r["step"] for r in committed]

@@ -37,7 +37,7 @@ import transformers  # noqa: E402
 
 import factworld  # noqa: E402
 from mopd_mini import (AdapterBank, Domain, GRPOConfig, MOPDConfig, evaluate, load_base, losses, runs,  # noqa: E402
-                       routing, train_student, train_teacher)
+                       routing, train_grpo, train_student)
 from mopd_mini.adapters import ORIGIN_FILE  # noqa: E402
 from mopd_mini.merge import merge as merge_adapters  # noqa: E402
 from mopd_mini.models import QWEN3_ID, TINY_DIR, _quantization_config, tiny_config  # noqa: E402
@@ -116,8 +116,8 @@ def checkpoint_folder(payload: bytes) -> None:
 def other_config() -> None:
     """A finished one-step run, then the same experiment with another learning rate."""
     b = bank(False)
-    train_teacher(b, teacher(steps=1, experiment="changed"))
-    train_teacher(b, teacher(steps=1, lr=5e-3, experiment="changed"))
+    train_grpo(b, teacher(steps=1, experiment="changed"))
+    train_grpo(b, teacher(steps=1, lr=5e-3, experiment="changed"))
 
 
 def no_bitsandbytes() -> None:
@@ -150,8 +150,8 @@ V = len(TINY[1])
 CASES = [
     # names
     ("names", "GRPOConfig(domain='math')", "GRPOConfig.check", ValueError,
-     "R:test_grpo_config_refuses_bad_values G:test_train_teacher_refuses_bad_configs",
-     lambda: train_teacher(bank(False), teacher(domain="math"))),
+     "R:test_grpo_config_refuses_bad_values G:test_train_grpo_refuses_bad_configs",
+     lambda: train_grpo(bank(False), teacher(domain="math"))),
     ("names", "MOPDConfig(domains=('math',))", "MOPDConfig.check", ValueError, "D:test_student_refuses_bad_configs",
      lambda: train_student(bank(), student(domains=("math",)))),
     ("names", "MOPDConfig(domains=())", "MOPDConfig.check", ValueError, "R:test_mopd_config_refuses_bad_values",
@@ -182,47 +182,47 @@ CASES = [
     ("numbers", f"MOPDConfig(topk=10000) on the tiny model (V = {V})", "train_student", ValueError,
      "R:test_mopd_config_refuses_bad_values",
      lambda: train_student(bank(), student(topk=10_000))),
-    ("numbers", "teachers.score(..., k=10000)", "teachers.summarise", ValueError,
+    ("numbers", "routing.teacher_outputs(..., k=10000)", "routing.summarise", ValueError,
      "N:test_k_outside_the_vocabulary_is_refused",
-     lambda: routing.score(bank(), _rollout(), {"binding": "teacher_binding", "recall": "teacher_recall"},
-                            k=10_000)),
+     lambda: routing.teacher_outputs(bank(), _rollout(), {"binding": "teacher_binding", "recall": "teacher_recall"},
+                                     k=10_000)),
     ("numbers", "losses.topk_reverse_kl with k > V", "losses.topk_reverse_kl", ValueError, "L:test_validation_errors",
      lambda: losses.topk_reverse_kl(torch.zeros(1, 1, 4), torch.zeros(1, 1, 5, dtype=torch.long),
                                     torch.zeros(1, 1, 5), torch.ones(1, 1))),
     ("numbers", "MOPDConfig(temperature=0)", "runs.check_loop", ValueError, "D:test_student_refuses_bad_configs",
      lambda: train_student(bank(), student(temperature=0))),
     ("numbers", "GRPOConfig(temperature=-1)", "runs.check_loop", ValueError, "R:test_grpo_config_refuses_bad_values",
-     lambda: train_teacher(bank(False), teacher(temperature=-1.0))),
+     lambda: train_grpo(bank(False), teacher(temperature=-1.0))),
     ("numbers", "sample(..., temperature=0)", "rollout.sample", ValueError,
      "C:test_non_positive_temperature_is_refused",
      lambda: sample(*TINY, [Prompt("who is the final holder of o1?")], temperature=0.0)),
     ("numbers", "GRPOConfig(lr=0)", "runs.check_loop", ValueError, "R:test_grpo_config_refuses_bad_values",
-     lambda: train_teacher(bank(False), teacher(lr=0.0))),
+     lambda: train_grpo(bank(False), teacher(lr=0.0))),
     ("numbers", "GRPOConfig(grad_clip=0)", "runs.check_loop", ValueError, "R:test_grpo_config_refuses_bad_values",
-     lambda: train_teacher(bank(False), teacher(grad_clip=0.0))),
+     lambda: train_grpo(bank(False), teacher(grad_clip=0.0))),
     ("numbers", "GRPOConfig(steps=0)", "runs.check_loop", ValueError,
-     "R:test_grpo_config_refuses_bad_values G:test_train_teacher_refuses_bad_configs",
-     lambda: train_teacher(bank(False), teacher(steps=0))),
+     "R:test_grpo_config_refuses_bad_values G:test_train_grpo_refuses_bad_configs",
+     lambda: train_grpo(bank(False), teacher(steps=0))),
     ("numbers", "GRPOConfig(max_new_tokens=0)", "runs.check_loop", ValueError,
      "R:test_grpo_config_refuses_bad_values",
-     lambda: train_teacher(bank(False), teacher(max_new_tokens=0))),
+     lambda: train_grpo(bank(False), teacher(max_new_tokens=0))),
     ("numbers", "GRPOConfig(checkpoint_every=0)", "runs.check_loop", ValueError,
      "R:test_grpo_config_refuses_bad_values",
-     lambda: train_teacher(bank(False), teacher(checkpoint_every=0))),
+     lambda: train_grpo(bank(False), teacher(checkpoint_every=0))),
     ("numbers", "GRPOConfig(eval_every=-1)", "runs.check_loop", ValueError, "R:test_grpo_config_refuses_bad_values",
-     lambda: train_teacher(bank(False), teacher(eval_every=-1))),
+     lambda: train_grpo(bank(False), teacher(eval_every=-1))),
     # batch sizes
     ("batch size 0", "GRPOConfig(prompts_per_step=0)", "GRPOConfig.check", ValueError,
      "R:test_grpo_config_refuses_bad_values",
-     lambda: train_teacher(bank(False), teacher(prompts_per_step=0))),
+     lambda: train_grpo(bank(False), teacher(prompts_per_step=0))),
     ("batch size 0", "GRPOConfig(group_size=1)", "GRPOConfig.check", ValueError,
      "R:test_grpo_config_refuses_bad_values",
-     lambda: train_teacher(bank(False), teacher(group_size=1))),
+     lambda: train_grpo(bank(False), teacher(group_size=1))),
     ("batch size 0", "MOPDConfig(prompts_per_domain=0)", "MOPDConfig.check", ValueError,
      "D:test_student_refuses_bad_configs",
      lambda: train_student(bank(), student(prompts_per_domain=0))),
     ("batch size 0", "GRPOConfig(eval_n=0)", "runs.check_loop", ValueError, "R:test_grpo_config_refuses_bad_values",
-     lambda: train_teacher(bank(False), teacher(eval_n=0))),
+     lambda: train_grpo(bank(False), teacher(eval_n=0))),
     ("batch size 0", "evaluate(bank, ['base'], n=0)", "evaluate.evaluate", ValueError,
      "R:test_batch_size_zero_in_evaluation_is_refused",
      lambda: evaluate(bank(), ["base"], n=0)),
@@ -242,7 +242,7 @@ CASES = [
     ("prompts", "GRPOConfig(max_new_tokens=512): prompt + budget beyond the 512-token context",
      "rollout.encode_prompts (step 1, before any save)", ValueError,
      "R:test_prompt_beyond_the_context_writes_nothing",
-     lambda: train_teacher(bank(False), teacher(max_new_tokens=512))),
+     lambda: train_grpo(bank(False), teacher(max_new_tokens=512))),
     ("prompts", "a prompt of 522 words", "rollout.encode_prompts", ValueError,
      "C:test_prompt_longer_than_the_context_is_refused",
      lambda: sample(*TINY, [Prompt(" ".join(["g1"] * 522))], greedy=True)),
@@ -347,7 +347,7 @@ CASES = [
     # checkpoints
     ("checkpoints", "checkpoint.pt is garbage", "Run.checkpoint (in Run.open, before any work)", ValueError,
      "R:test_unreadable_checkpoint_says_delete_it",
-     lambda: (checkpoint_folder(b"junk"), train_teacher(bank(False), teacher()))),
+     lambda: (checkpoint_folder(b"junk"), train_grpo(bank(False), teacher()))),
     ("checkpoints", "the same experiment re-run with another lr", "Run.checkpoint (in Run.open, before any work)", ValueError,
      "R:test_resuming_with_another_config_is_refused", other_config),
 ]
@@ -388,7 +388,7 @@ def finished(experiment: str, student_steps: int = 0) -> AdapterBank:
     """A bank whose two teachers (and, with student_steps, a student) are finished runs of `experiment`."""
     b = bank(False)
     for d in ("binding", "recall"):
-        train_teacher(b, teacher(domain=d, steps=1, experiment=experiment))
+        train_grpo(b, teacher(domain=d, steps=1, experiment=experiment))
     if student_steps:
         train_student(b, student(steps=student_steps, experiment=experiment))
     return b
@@ -406,7 +406,7 @@ def student_over_teacher_folder() -> None:
 def retrain_without_checkpoint() -> None:
     finished("nockpt")
     (runs.RUNS_DIR / "nockpt" / "teacher_binding" / "checkpoint.pt").unlink()
-    train_teacher(bank(False), teacher(steps=1, experiment="nockpt"))
+    train_grpo(bank(False), teacher(steps=1, experiment="nockpt"))
 
 
 def fewer_steps() -> None:
@@ -423,7 +423,7 @@ def runs_dir_a_file() -> None:
     folder, runs.RUNS_DIR = runs.RUNS_DIR, TMP / "runs-file"
     runs.RUNS_DIR.write_text("a file")
     try:
-        train_teacher(bank(False), teacher())
+        train_grpo(bank(False), teacher())
     finally:
         runs.RUNS_DIR = folder
 
@@ -495,14 +495,14 @@ CASES_22 = [
     ("roles", "train_student(student='teacher_binding') routed to itself (experiment=None)", "train_student", ValueError,
      "O:test_a_student_named_as_its_own_teacher_is_refused_in_memory",
      lambda: train_student(bank(), student(student="teacher_binding", experiment=None))),
-    ("roles", "train_teacher(name='student') over an MOPD student", "AdapterBank.claim", ValueError,
+    ("roles", "train_grpo(name='student') over an MOPD student", "AdapterBank.claim", ValueError,
      "O:test_no_trainer_trains_over_another_roles_adapter",
-     lambda: train_teacher(finished("roles3", student_steps=1), teacher(name="student", experiment="roles3"))),
+     lambda: train_grpo(finished("roles3", student_steps=1), teacher(name="student", experiment="roles3"))),
     ("roles", "merge(bank, 'teacher_binding', ...) over a teacher", "AdapterBank.claim", ValueError,
      "O:test_no_trainer_trains_over_another_roles_adapter",
      lambda: merge_adapters(finished("roles4", student_steps=1), "teacher_binding",
                                                        {"student": 1.0, "teacher_recall": 1.0})),
-    ("roles", "train_teacher on its own finished folder whose checkpoint.pt is gone", "Run.claim", ValueError,
+    ("roles", "train_grpo on its own finished folder whose checkpoint.pt is gone", "Run.claim", ValueError,
      "O:test_an_adapter_without_a_checkpoint_is_never_retrained", retrain_without_checkpoint),
     ("record", "a finished 3-step student re-run with steps=1", "Run.checkpoint", ValueError,
      "O:test_a_finished_run_re_run_with_fewer_steps_is_refused_and_keeps_its_record", fewer_steps),
@@ -515,12 +515,12 @@ CASES_22 = [
     ("merge", "merge weights all 0", "merge.merge", ValueError, "O:test_merge_weights_must_be_finite_numbers",
      lambda: merge_adapters(bank(), "m", {"teacher_binding": 0, "teacher_recall": 0.0})),
     ("names", "GRPOConfig(experiment='')", "runs.check_experiment", ValueError,
-     "O:test_run_folders_cannot_be_empty_or_escape_runs", lambda: train_teacher(bank(False), teacher(experiment=""))),
+     "O:test_run_folders_cannot_be_empty_or_escape_runs", lambda: train_grpo(bank(False), teacher(experiment=""))),
     ("names", "GRPOConfig(experiment='../escaped')", "runs.check_experiment", ValueError,
      "O:test_run_folders_cannot_be_empty_or_escape_runs",
-     lambda: train_teacher(bank(False), teacher(experiment="../escaped"))),
+     lambda: train_grpo(bank(False), teacher(experiment="../escaped"))),
     ("names", "GRPOConfig(name='../t')", "adapters.check_adapter_name", ValueError,
-     "O:test_adapter_names_cannot_escape_their_folder", lambda: train_teacher(bank(False), teacher(name="../t"))),
+     "O:test_adapter_names_cannot_escape_their_folder", lambda: train_grpo(bank(False), teacher(name="../t"))),
     ("names", "runs/ is a file (a runs folder that cannot be made)", "runs.writable (before any compute)", ValueError,
      "O:test_a_runs_folder_that_cannot_be_made_fails_before_any_compute", runs_dir_a_file),
     ("foreign", "bank.add_foreign('t_other', ...), then bank.create('t_other')", "AdapterBank._add", ValueError,

@@ -101,7 +101,7 @@ def delegate(module: str, argv: list[str], what: str) -> int:
 # ---------------------------------------------------------------------------------------------
 
 DELEGATED = {"course": ("mopd_mini.course", "execute every notebook and time it (python -m mopd_mini.course)"),
-             "export": ("mopd_mini.export", "export a run for verl: merged teachers, data, config (mopd_mini.export)")}
+             "export": ("mopd_mini.export", "export a run for verl: folded teachers, data, config (mopd_mini.export)")}
 
 
 COMMANDS = {  # name: (help, description); its flags: parsers.BUILDERS[name], what runs: commands.RUNS[name]

@@ -102,7 +102,7 @@ def _report(name: str, run) -> None:
 
 def _grpo(args, cli, configs: list) -> int:
     """Train each GRPO config in turn (teachers, Mix-RL, a cascade), its init_from loaded first."""
-    from .. import train_teacher
+    from .. import train_grpo
 
     experiment = configs[0].experiment
     inputs = tuple(c.init_from for c in configs if c.init_from)
@@ -110,7 +110,7 @@ def _grpo(args, cli, configs: list) -> int:
                      role=ROLES["group_size"])
     bank = cli._bank(args, folder, inputs)
     for cfg in configs:
-        _report(cfg.adapter, train_teacher(bank, cfg))
+        _report(cfg.adapter, train_grpo(bank, cfg))
     return 0
 
 

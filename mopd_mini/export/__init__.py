@@ -1,4 +1,4 @@
-"""The same experiment on verl: merged teachers, parquet prompts, a reward file and the config.
+"""The same experiment on verl: folded teachers, parquet prompts, a reward file and the config.
 
     python -m mopd_mini.export verl --run runs/course --out build/verl_export
     python -m mopd_mini.export verl --teacher binding=runs/course/teacher_binding \\
@@ -10,7 +10,7 @@ The export writes everything verl needs, in verl's own formats:
 
     <out>/
       student_base/           the base as a full checkpoint (+ tokenizer): the student starts here
-      teachers/<domain>/      each teacher adapter merged into a full checkpoint (+ tokenizer)
+      teachers/<domain>/      each teacher adapter folded into a full checkpoint (+ tokenizer)
       data/train.parquet      the course's training prompts, in the course's batch order
       data/val.parquet        the test prompts the course evaluates on
       reward/factworld_reward.py   FactWorld's relaxed score as verl's `compute_score`
@@ -64,7 +64,7 @@ command line; `python -m mopd_mini.export` runs its main). Every name is importa
 from __future__ import annotations
 
 from .command import interrupted, main, parser  # noqa: F401
-from .fold import MERGE_TOLERANCE, check_origins, merge_teacher, probe_ids, save_base  # noqa: F401
+from .fold import MERGE_TOLERANCE, check_origins, fold_teacher, probe_ids, save_base  # noqa: F401
 from .folder import (EXPORT_NAMES, MARKER, check_out, cleaned_on_signal, clear_stale, file_sha256,  # noqa: F401
                      foreign_files, marker, protected, remove_export, swap_into_place)
 from .for_verl import (CARRIED, MAPPING, NO_EFFECT, NOT_IN_VERL, REFUSED, REWARD_NAME, VERL_VERSION, Layout,  # noqa: F401
@@ -73,3 +73,7 @@ from .for_verl import (CARRIED, MAPPING, NO_EFFECT, NOT_IN_VERL, REFUSED, REWARD
 from .run import (check_manifest, check_routing, check_teachers, config_from_json, lora_of, read_run,  # noqa: F401
                   teacher_domains)
 from .write import build, export_verl, tiny_run, write_yaml  # noqa: F401
+
+from .. import deprecation  # noqa: E402
+
+__getattr__ = deprecation.old_names(__name__, {"merge_teacher": "mopd_mini.export.fold:fold_teacher"})  # one release

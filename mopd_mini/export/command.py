@@ -43,7 +43,7 @@ def parser(prog: str = "python -m mopd_mini.export") -> argparse.ArgumentParser:
                         "(the base, a foreign adapter, another domain's teacher); recorded in export.json")
     v.add_argument("--base", default=TINY, help="the base the adapters were trained on (default: tiny)")
     v.add_argument("--allow-foreign", action="store_true",
-                   help="merge teacher adapters trained on another base than --base (same shapes)")
+                   help="fold teacher adapters trained on another base than --base (same shapes)")
     v.add_argument("--loss", choices=LOSSES, help="override the run's loss (only pg exists in verl)")
     v.add_argument("--gpus", type=int, default=8, help="GPUs on the node (default 8)")
     v.add_argument("--teacher-gpus", type=int, help="GPUs of the teacher pool (default: half the node)")

@@ -1,4 +1,4 @@
-"""The teachers folded into the base: each adapter merged into a full checkpoint, checked against
+"""The teachers folded into the base: each adapter folded into a full checkpoint, checked against
 the adapter model on probe prompts (MERGE_TOLERANCE); the base saved whole for the student."""
 
 from __future__ import annotations
@@ -11,12 +11,15 @@ import torch
 from ..adapters import BASE, AdapterBank
 from ..models import load_base
 from ..rollout import chat_prompt
+from .. import deprecation
 
 
-MERGE_TOLERANCE = 1e-5  # merged teacher vs its adapter model: fp64 absolute, fp32 relative to max |logit|
+MERGE_TOLERANCE = 1e-5  # folded teacher vs its adapter model: fp64 absolute, fp32 relative to max |logit|
+# the old name, one release (issue 47: "merge" is combining adapters, mopd_mini.merge; one adapter into the base: "fold")
+__getattr__ = deprecation.old_names(__name__, {"merge_teacher": "mopd_mini.export.fold:fold_teacher"})
 
 # ---------------------------------------------------------------------------------------------
-# teachers: adapters merged into full checkpoints, checked against the adapter model
+# teachers: adapters folded into full checkpoints, checked against the adapter model
 # ---------------------------------------------------------------------------------------------
 
 
@@ -41,9 +44,9 @@ def _adapter_logits(base, tokenizer, adapter, ids, mask, dtype, allow_foreign) -
         return _logits(model, ids, mask)
 
 
-def merge_teacher(base_name: str, adapter: str | Path, out: str | Path, domains, base=None, tokenizer=None,
-                  allow_foreign: bool = False) -> dict:
-    """Merge one LoRA adapter into a fresh copy of the base (peft's merge_and_unload), save it as a
+def fold_teacher(base_name: str, adapter: str | Path, out: str | Path, domains, base=None, tokenizer=None,
+                 allow_foreign: bool = False) -> dict:
+    """Fold one LoRA adapter into a fresh copy of the base (peft's merge_and_unload), save it as a
     full checkpoint with the tokenizer, and check it against the adapter model on probe prompts.
 
     Two checks, both against the adapter model (one model in memory at a time besides the base):
@@ -80,7 +83,7 @@ def merge_teacher(base_name: str, adapter: str | Path, out: str | Path, domains,
     scale = want[real].abs().max().item()
     floor = (want.double() - exact_want.double())[real].abs().max().item()  # the adapter model's own rounding
     if not saved <= MERGE_TOLERANCE * scale:
-        raise ValueError(f"the merged checkpoint at {out} differs from its adapter {adapter} by {saved:.2e} in "
+        raise ValueError(f"the folded checkpoint at {out} differs from its adapter {adapter} by {saved:.2e} in "
                          f"the logits (tolerance {MERGE_TOLERANCE:.0e} x {scale:.1f}); do not train on it")
     return {"merge_exact": merge, "exact_dtype": str(exact).replace("torch.", ""), "saved": saved,
             "saved_dtype": str(base.dtype).replace("torch.", ""), "max_logit": scale, "adapter_rounding": floor}

@@ -289,7 +289,7 @@ MAPPING = [  # (our field, verl key, note): the table of docs/scale_out.md, writ
     ("MOPDConfig.domains + teacher_<d>", "distillation.teacher_key=data_source, "
      "+distillation.teacher_models.<d>.key/model_path", "one teacher per sample; unknown key is an error"),
     ("MOPDConfig.teachers (a domain's teacher by name; 'base')", "+distillation.teacher_models.<d>.model_path",
-     "that adapter merged; 'base': student_base"),
+     "that adapter folded in; 'base': student_base"),
     ("MOPDConfig.eval_split / eval_n", "data.val_files (the split's prompts, eval_n per length)", "exact"),
     ("MOPDConfig.prompts_per_domain x domains", "data.train_batch_size, actor.ppo_mini_batch_size",
      "one update per batch"),
@@ -307,7 +307,7 @@ MAPPING = [  # (our field, verl key, note): the table of docs/scale_out.md, writ
     ("MOPDConfig.gradient_checkpointing", "actor_rollout_ref.model.enable_gradient_checkpointing", ""),
     ("LoraSettings.r / alpha / target_modules", "actor_rollout_ref.model.lora_rank / lora_alpha / target_modules",
      "dropout 0 (peft's default in verl)"),
-    ("teacher adapters", "merged checkpoints served by vLLM", "logits equal to 1e-5 (fp32)"),
+    ("teacher adapters", "folded checkpoints served by vLLM", "logits equal to 1e-5 (fp32)"),
     ("FactWorld relaxed score", "reward.custom_reward_function.path/name", "validation and task reward"),
 ]
 
@@ -330,7 +330,7 @@ NO_EFFECT = {
     "track_steps": "what the course records for its plots", "track_prompts": "what the course records for its plots",
     "student": "the adapter's name in the course", "progress": "the progress bar",
     "compact_teachers": ("how the course holds its frozen teachers in memory (in a bf16 base's dtype, the scores "
-                         "within its rounding); the export merges the teachers' saved adapters into checkpoints, "
+                         "within its rounding); the export folds the teachers' saved adapters into checkpoints, "
                          "which verl serves in its own dtype"),
     **dict.fromkeys(("stuck_p", "stuck_teacher_logp", "stuck_warn_share", "stuck_window"),
                     "the course's stuck detector: what it logs and warns about, never trained on"),

@@ -16,7 +16,7 @@ from ..adapters import BASE, AdapterBank, LoraSettings, atomic_write, share
 from ..config import MOPDConfig
 from ..domains import get_domains
 from ..models import TINY, load_base
-from .fold import check_origins, merge_teacher, save_base
+from .fold import check_origins, fold_teacher, save_base
 from .folder import MARKER, check_out, cleaned_on_signal, clear_stale, marker, swap_into_place
 from .for_verl import (MAPPING, VERL_VERSION, Layout, fit, hydra_value, max_prompt_tokens, reward_source, train_rows,
                        unexportable, val_rows, verl_command, verl_overrides, write_parquet)
@@ -98,7 +98,7 @@ def build(out: Path, at: Path, cfg: MOPDConfig, teachers: dict, lora: LoraSettin
         if adapter == BASE:  # the stage-1 base is this domain's teacher: verl serves the student's checkpoint
             diffs[d] = {"base": True}
             continue
-        diffs[d] = merge_teacher(base_name, adapter, out / "teachers" / d, domains, base=base,
+        diffs[d] = fold_teacher(base_name, adapter, out / "teachers" / d, domains, base=base,
                                  tokenizer=tokenizer, allow_foreign=allow_foreign)
     train, val = train_rows(tokenizer, cfg), val_rows(tokenizer, cfg)
     write_parquet(train, out / "data" / "train.parquet")
@@ -141,7 +141,7 @@ def tiny_run(work: Path, experiment: str = "verl-tiny") -> Path:
     nothing; its folders are a real course run's (what `make check-verl` and the export's tests use)."""
     from ..distill import train_student
     from ..config import GRPOConfig
-    from ..grpo import train_teacher
+    from ..grpo import train_grpo
 
     work.mkdir(parents=True, exist_ok=True)
     here = os.getcwd()
@@ -150,7 +150,7 @@ def tiny_run(work: Path, experiment: str = "verl-tiny") -> Path:
         bank = AdapterBank(*load_base("tiny", device="cpu"))
         small = dict(experiment=experiment, eval_every=0, progress=False, checkpoint_every=100)
         for domain in ("binding", "recall"):
-            train_teacher(bank, GRPOConfig(domain=domain, steps=2, prompts_per_step=4, group_size=4, **small))
+            train_grpo(bank, GRPOConfig(domain=domain, steps=2, prompts_per_step=4, group_size=4, **small))
         train_student(bank, MOPDConfig(steps=2, prompts_per_domain=4, topk=8, track_steps=(), eval_n=8, **small))
     finally:
         os.chdir(here)

@@ -31,13 +31,13 @@ def test_copies_route_every_row_to_its_own_teacher(four):
 
 
 def test_separate_models_score_what_the_routed_adapters_score(four):
-    """The merged teacher models (W + s B A) give the routed pass's log-probs to fp32 rounding, so the
+    """The folded teacher models (W + s B A) give the routed pass's log-probs to fp32 rounding, so the
     time curve compares two ways of computing the same scores."""
     cfg = MOPDConfig.for_model("tiny", experiment=None, progress=False)
     examples, routed = copies(cfg, 4, 8)
     with four.use(routed.student) as model:
         rollout = sample(model, four.tokenizer, examples, max_new_tokens=4, generator=torch.Generator().manual_seed(0))
-    routed_scores = routing.score(four, rollout, routed.route, k=8)
+    routed_scores = routing.teacher_outputs(four, rollout, routed.route, k=8)
     separate = separate_scorer(separate_models(four, "tiny", 4, 0))(four, rollout, routed.route, k=8)
     mask = rollout.completion_mask.bool()
     assert (routed_scores.logprobs[mask] - separate.logprobs[mask]).abs().max() < 5e-5
