@@ -753,18 +753,6 @@ def kl_on_answer_token(by_step: dict, share: float = 0.1) -> dict[str, tuple[flo
     return out
 
 
-# every public function of this module checks its annotated arguments when called from outside the package
-# (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
-from .validate import guard_public  # noqa: E402
-
-guard_public(globals())
-
-
-if __name__ == "__main__":
-    main()
-
-
-
 # ---------------------------------------------------------------------------------------------
 # notebook 04's exact-arithmetic asserts, as checks a test can make fail (the clip's table, Top-k's zero)
 # ---------------------------------------------------------------------------------------------
@@ -799,4 +787,12 @@ def topk_blind_spot_check(r: dict, min_kl: float = 0.04, tol: float = 1e-12) -> 
         f"Top-k's zero is not the reverse KL's: the exact KL there should exceed {min_kl:g}, got {r['exact KL']:.3g}"
 
 
-guard_public(globals())   # the functions above too (guarded() leaves a guarded one as it is)
+# every public function of this module checks its annotated arguments when called from outside the package
+# (mopd_mini.validate.guard_public); the package's own calls, e.g. the training loop's, skip the checks
+from .validate import guard_public  # noqa: E402
+
+guard_public(globals())
+
+
+if __name__ == "__main__":
+    main()
