@@ -14,6 +14,8 @@ RENAMED = [
     ("mopd_mini", "train_teacher", "mopd_mini.grpo", "train_grpo"),
     ("mopd_mini.export", "merge_teacher", "mopd_mini.export.fold", "fold_teacher"),
     ("mopd_mini.export.fold", "merge_teacher", "mopd_mini.export.fold", "fold_teacher"),
+    ("mopd_mini.export", "MERGE_TOLERANCE", "mopd_mini.export.fold", "FOLD_TOLERANCE"),
+    ("mopd_mini.export.fold", "MERGE_TOLERANCE", "mopd_mini.export.fold", "FOLD_TOLERANCE"),
 ]
 
 

@@ -16,7 +16,7 @@ import torch
 
 from mopd_mini.export import tiny_run
 from mopd_mini import AdapterBank, MOPDConfig, get_domains
-from mopd_mini.export import (MERGE_TOLERANCE, Layout, export_verl, hydra_value, main, probe_ids, read_run)
+from mopd_mini.export import (FOLD_TOLERANCE, Layout, export_verl, hydra_value, main, probe_ids, read_run)
 from mopd_mini.rollout import chat_prompt
 
 pa = pytest.importorskip("pyarrow")
@@ -60,9 +60,9 @@ def test_folded_teachers_have_the_adapters_logits(exported, tiny):
     ids, mask = probe_ids(tok, get_domains())
     real = mask.bool()
     for domain in ("binding", "recall"):
-        check = info["merge_check"][domain]
-        assert check["merge_exact"] <= MERGE_TOLERANCE and check["exact_dtype"] == "float64"
-        assert check["saved"] <= MERGE_TOLERANCE * check["max_logit"]
+        check = info["fold_check"][domain]
+        assert check["fold_exact"] <= FOLD_TOLERANCE and check["exact_dtype"] == "float64"
+        assert check["saved"] <= FOLD_TOLERANCE * check["max_logit"]
         assert 0 < check["adapter_rounding"] < 1e-3  # fp32 rounding of the adapter model itself
         bank = AdapterBank(copy.deepcopy(base), tok)
         bank.load("t", run / f"teacher_{domain}")
@@ -72,7 +72,7 @@ def test_folded_teachers_have_the_adapters_logits(exported, tiny):
             merged = AutoModelForCausalLM.from_pretrained(out / "teachers" / domain, dtype=torch.float32)
             got = merged.eval()(input_ids=ids, attention_mask=mask).logits
             plain = base(input_ids=ids, attention_mask=mask).logits
-        assert (got - want)[real].abs().max() <= MERGE_TOLERANCE * want[real].abs().max()
+        assert (got - want)[real].abs().max() <= FOLD_TOLERANCE * want[real].abs().max()
         assert (plain - want)[real].abs().max() > 1e-3  # the teacher moved: the check has teeth
 
 

@@ -207,7 +207,7 @@ def test_the_runs_teachers_map_is_exported(run, tmp_path):
     o = overrides(out)
     assert o["+distillation.teacher_models.recall.model_path"] == str(out / "student_base")
     assert o["+distillation.teacher_models.binding.model_path"] == str(out / "teachers" / "binding")
-    assert not (out / "teachers" / "recall").exists() and info["merge_check"]["recall"] == {"base": True}
+    assert not (out / "teachers" / "recall").exists() and info["fold_check"]["recall"] == {"base": True}
     assert info["teachers"]["binding"].endswith("teacher_binding_r2")
     assert info["mopd_config"]["teachers"] == {"binding": "teacher_binding_r2", "recall": BASE}
     r2 = digest(r / "teacher_binding_r2")

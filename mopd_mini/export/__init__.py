@@ -16,7 +16,7 @@ The export writes everything verl needs, in verl's own formats:
       reward/factworld_reward.py   FactWorld's relaxed score as verl's `compute_score`
       verl_config.yaml        the Hydra overrides (and the command line) that map MOPDConfig on verl
       run_verl.sh             that command line, ready to launch on a cluster
-      export.json             what was exported from where, and the merge checks
+      export.json             what was exported from where, and the fold checks
 
 All or nothing: the run's settings, the teachers' folders and origins, the GPU layout and --out are
 checked before anything is written; the export is built in a hidden staging folder beside --out
@@ -64,7 +64,7 @@ command line; `python -m mopd_mini.export` runs its main). Every name is importa
 from __future__ import annotations
 
 from .command import interrupted, main, parser  # noqa: F401
-from .fold import MERGE_TOLERANCE, check_origins, fold_teacher, probe_ids, save_base  # noqa: F401
+from .fold import FOLD_TOLERANCE, check_origins, fold_teacher, probe_ids, save_base  # noqa: F401
 from .folder import (EXPORT_NAMES, MARKER, check_out, cleaned_on_signal, clear_stale, file_sha256,  # noqa: F401
                      foreign_files, marker, protected, remove_export, swap_into_place)
 from .for_verl import (CARRIED, MAPPING, NO_EFFECT, NOT_IN_VERL, REFUSED, REWARD_NAME, VERL_VERSION, Layout,  # noqa: F401
@@ -76,4 +76,5 @@ from .write import build, export_verl, tiny_run, write_yaml  # noqa: F401
 
 from .. import deprecation  # noqa: E402
 
-__getattr__ = deprecation.old_names(__name__, {"merge_teacher": "mopd_mini.export.fold:fold_teacher"})  # one release
+__getattr__ = deprecation.old_names(__name__, {"merge_teacher": "mopd_mini.export.fold:fold_teacher",  # one release
+                                               "MERGE_TOLERANCE": "mopd_mini.export.fold:FOLD_TOLERANCE"})

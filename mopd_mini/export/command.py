@@ -123,11 +123,11 @@ def main(argv=None, prog: str = "python -m mopd_mini.export") -> dict:
     print(f"wrote {Path(args.out).resolve()}: student_base/, teachers/{{{','.join(teachers)}}}/, "
           f"data/train.parquet ({info['train_rows']} rows), data/val.parquet ({info['val_rows']} rows), "
           "reward/factworld_reward.py, verl_config.yaml, run_verl.sh, export.json")
-    for d, x in info["merge_check"].items():
+    for d, x in info["fold_check"].items():
         if x.get("base"):
             print(f"teacher {d}: the base itself (served from student_base/)")
             continue
-        print(f"merged teacher {d}: max |logit - adapter logit| {x['merge_exact']:.1e} (the merge, "
+        print(f"folded teacher {d}: max |logit - adapter logit| {x['fold_exact']:.1e} (the fold, "
               f"{x['exact_dtype']}), {x['saved']:.1e} (the saved checkpoint, {x['saved_dtype']}; "
               f"max |logit| {x['max_logit']:.1f}; the adapter model itself, {x['saved_dtype']} vs "
               f"{x['exact_dtype']}: {x['adapter_rounding']:.1e})")

@@ -1,5 +1,5 @@
 """The teachers folded into the base: each adapter folded into a full checkpoint, checked against
-the adapter model on probe prompts (MERGE_TOLERANCE); the base saved whole for the student."""
+the adapter model on probe prompts (FOLD_TOLERANCE); the base saved whole for the student."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from ..rollout import chat_prompt
 from .. import deprecation
 
 
-MERGE_TOLERANCE = 1e-5  # folded teacher vs its adapter model: fp64 absolute, fp32 relative to max |logit|
-# the old name, one release (issue 47: "merge" is combining adapters, mopd_mini.merge; one adapter into the base: "fold")
-__getattr__ = deprecation.old_names(__name__, {"merge_teacher": "mopd_mini.export.fold:fold_teacher"})
+FOLD_TOLERANCE = 1e-5  # folded teacher vs its adapter model: fp64 absolute, fp32 relative to max |logit|
+# the old names, one release (issue 47: "merge" is combining adapters, mopd_mini.merge; one adapter into the base: "fold")
+__getattr__ = deprecation.old_names(__name__, {"merge_teacher": "mopd_mini.export.fold:fold_teacher",
+                                               "MERGE_TOLERANCE": "mopd_mini.export.fold:FOLD_TOLERANCE"})
 
 # ---------------------------------------------------------------------------------------------
 # teachers: adapters folded into full checkpoints, checked against the adapter model
@@ -50,10 +51,10 @@ def fold_teacher(base_name: str, adapter: str | Path, out: str | Path, domains, 
     full checkpoint with the tokenizer, and check it against the adapter model on probe prompts.
 
     Two checks, both against the adapter model (one model in memory at a time besides the base):
-      merge  the merge itself, in fp64 (models up to 2e8 parameters; larger: the base's dtype):
-             max |logit difference| <= MERGE_TOLERANCE;
+      fold   the fold itself, in fp64 (models up to 2e8 parameters; larger: the base's dtype):
+             max |logit difference| <= FOLD_TOLERANCE;
       saved  the checkpoint as verl will load it (reloaded from disk, in the base's dtype) against
-             the adapter model in that dtype: max |difference| <= MERGE_TOLERANCE x max |logit|.
+             the adapter model in that dtype: max |difference| <= FOLD_TOLERANCE x max |logit|.
              fp32 cannot do much better: the adapter model's own fp32-vs-fp64 difference is returned
              beside it (on the tiny base, a few 1e-5 with logits up to 17).
     Returns both differences; a ValueError if either is above its bound."""
@@ -66,12 +67,12 @@ def fold_teacher(base_name: str, adapter: str | Path, out: str | Path, domains, 
     real = mask.bool()
     exact = torch.float64 if sum(p.numel() for p in base.parameters()) <= 2e8 else base.dtype
     exact_want = _adapter_logits(base, tokenizer, adapter, ids, mask, exact, allow_foreign)
-    merged = PeftModel.from_pretrained(copy.deepcopy(base).to(exact), str(adapter)).merge_and_unload()
-    merge = (_logits(merged, ids, mask) - exact_want)[real].abs().max().item()
-    if not merge <= MERGE_TOLERANCE:
-        raise ValueError(f"merging {adapter} changes the logits by {merge:.2e} in {exact} (tolerance "
-                         f"{MERGE_TOLERANCE:.0e}); the merge is wrong, do not train on it")
-    del merged
+    folded = PeftModel.from_pretrained(copy.deepcopy(base).to(exact), str(adapter)).merge_and_unload()
+    fold = (_logits(folded, ids, mask) - exact_want)[real].abs().max().item()
+    if not fold <= FOLD_TOLERANCE:
+        raise ValueError(f"folding {adapter} into the base changes the logits by {fold:.2e} in {exact} (tolerance "
+                         f"{FOLD_TOLERANCE:.0e}); the fold is wrong, do not train on it")
+    del folded
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     PeftModel.from_pretrained(copy.deepcopy(base), str(adapter)).merge_and_unload().save_pretrained(
@@ -82,10 +83,10 @@ def fold_teacher(base_name: str, adapter: str | Path, out: str | Path, domains, 
     saved = (_logits(reloaded, ids, mask).float() - want)[real].abs().max().item()
     scale = want[real].abs().max().item()
     floor = (want.double() - exact_want.double())[real].abs().max().item()  # the adapter model's own rounding
-    if not saved <= MERGE_TOLERANCE * scale:
+    if not saved <= FOLD_TOLERANCE * scale:
         raise ValueError(f"the folded checkpoint at {out} differs from its adapter {adapter} by {saved:.2e} in "
-                         f"the logits (tolerance {MERGE_TOLERANCE:.0e} x {scale:.1f}); do not train on it")
-    return {"merge_exact": merge, "exact_dtype": str(exact).replace("torch.", ""), "saved": saved,
+                         f"the logits (tolerance {FOLD_TOLERANCE:.0e} x {scale:.1f}); do not train on it")
+    return {"fold_exact": fold, "exact_dtype": str(exact).replace("torch.", ""), "saved": saved,
             "saved_dtype": str(base.dtype).replace("torch.", ""), "max_logit": scale, "adapter_rounding": floor}
 
 

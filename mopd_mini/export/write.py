@@ -121,7 +121,7 @@ def build(out: Path, at: Path, cfg: MOPDConfig, teachers: dict, lora: LoraSettin
     (out / "run_verl.sh").chmod(0o755)
     info = {"base": base_name, "teachers": {d: str(p) for d, p in teachers.items()},
             "teacher_paths": {d: str(p) for d, p in paths["teachers"].items()}, "mopd_config": asdict(cfg),
-            "lora": asdict(lora), "merge_check": diffs, "train_rows": len(train), "val_rows": len(val)}
+            "lora": asdict(lora), "fold_check": diffs, "train_rows": len(train), "val_rows": len(val)}
     atomic_write(out / "export.json", json.dumps(info, indent=1, default=str).encode())
     return info
 
