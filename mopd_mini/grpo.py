@@ -40,7 +40,7 @@ from .runs import Run, adamw, guarded_step, train_mode
 from .validate import guarded
 from . import config, deprecation  # the config lives in the torch-free config module
 
-# old names, one release: the config's old path, and train_teacher (issue 47: it trains Mix-RL and Cascade too)
+# old names, one release: the config's old path, and train_teacher (the loop trains Mix-RL and Cascade too)
 __getattr__ = deprecation.old_names(__name__, {"GRPOConfig": "mopd_mini.config:GRPOConfig",
                                                "train_teacher": "mopd_mini.grpo:train_grpo"})
 

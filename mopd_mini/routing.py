@@ -49,8 +49,8 @@ from .rollout import Rollout, completion_logits
 from .config import SCORING_MODES as MODES  # noqa: E402  (one pass with per-row adapters, or one per teacher)
 from . import deprecation  # noqa: E402
 
-# the old names, one release (issue 47: one meaning per word; "merge" is combining adapters, mopd_mini.merge;
-# "score" is grading an answer, factworld.score)
+# the old names, one release ("merge" is combining adapters, mopd_mini.merge; one adapter into the base weights
+# is a fold; "score" is grading an answer, factworld.score)
 __getattr__ = deprecation.old_names(__name__, {"merged_weights": "mopd_mini.routing:folded_weights",
                                                 "MERGED_LIMIT": "mopd_mini.routing:FOLDED_LIMIT",
                                                 "score": "mopd_mini.routing:teacher_outputs",

@@ -16,7 +16,7 @@
     teacher_headroom  stronger teachers within the course budget? a GRPO grid per domain (docs/teachers.md)
     results           the course's learning results over seeds: trains what mopd_mini.results_page renders (docs/results.md)
 
-Each runs alone (`python -m studies.<name>`). They lived in bench/ before (issue 47): a command
+Each runs alone (`python -m studies.<name>`). They lived in bench/ before: a command
 recorded as it ran may say `python -m bench.<name>`, and its page says the module moved. The
 figures of their results that the notebooks draw are in the library (mopd_mini.views).
 """

@@ -1,4 +1,4 @@
-"""The names a release renamed (issue 47: one meaning per word) still work for one release through
+"""The names a release renamed (so that one word means one thing) still work for one release through
 `mopd_mini.deprecation.old_names`: the old name warns, naming the new one, and gives the new object."""
 
 import importlib

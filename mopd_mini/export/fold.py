@@ -15,7 +15,7 @@ from .. import deprecation
 
 
 FOLD_TOLERANCE = 1e-5  # folded teacher vs its adapter model: fp64 absolute, fp32 relative to max |logit|
-# the old names, one release (issue 47: "merge" is combining adapters, mopd_mini.merge; one adapter into the base: "fold")
+# the old names, one release ("merge" is combining adapters, mopd_mini.merge; one adapter into the base: "fold")
 __getattr__ = deprecation.old_names(__name__, {"merge_teacher": "mopd_mini.export.fold:fold_teacher",
                                                "MERGE_TOLERANCE": "mopd_mini.export.fold:FOLD_TOLERANCE"})
 
