@@ -10,6 +10,7 @@
     check_verl        verl's own loader judges that export (run with .venv-verl's Python)
     course_data       the evidence pickers' package data (mopd_mini/data/evidence.json) from docs/*.json
     jupyterlab_check  the course's widgets driven in a real JupyterLab in Chromium (Playwright; not CI)
+    house             the house's figures: files per folder, longest files, import circles, concept look-ups
 
 verl-requirements.txt pins what `make check-verl` installs into .venv-verl beside verl.
 Each runs alone (`python -m tools.<name>`; check_verl as `python tools/check_verl.py`).
